@@ -1,0 +1,175 @@
+"""The course's two plot helpers: attention heatmaps and metric-by-source-length curves.
+
+Shape legend
+------------
+T  target (query) length
+S  source (key) length
+R, C  rows and columns of a grid (e.g. layers x heads)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+__all__ = ["plot_attention", "plot_attention_grid", "plot_metric_by_length"]
+
+
+def _as_numpy(weights) -> np.ndarray:
+    if isinstance(weights, torch.Tensor):
+        return weights.detach().float().cpu().numpy()
+    return np.asarray(weights, dtype=float)
+
+
+def _check_labels(weights: np.ndarray, src_tokens, tgt_tokens) -> None:
+    T, S = weights.shape[-2:]
+    if src_tokens is not None and len(src_tokens) != S:
+        raise ValueError(f"src_tokens has {len(src_tokens)} labels but the weights have S={S} columns")
+    if tgt_tokens is not None and len(tgt_tokens) != T:
+        raise ValueError(f"tgt_tokens has {len(tgt_tokens)} labels but the weights have T={T} rows")
+
+
+def plot_attention(
+    weights,
+    src_tokens: Sequence[str] | None = None,
+    tgt_tokens: Sequence[str] | None = None,
+    *,
+    ax=None,
+    title: str | None = None,
+    gold: Sequence[Sequence[int]] | None = None,
+    cmap: str = "Blues",
+):
+    """Draw one attention matrix: target tokens down the side, source tokens along the top.
+
+    Args:
+        weights: ``(T, S)`` attention weights (tensor or array), rows = target steps.
+        src_tokens: ``S`` source labels (x axis).
+        tgt_tokens: ``T`` target labels (y axis).
+        ax: matplotlib Axes to draw on (a new figure when ``None``).
+        title: optional title.
+        gold: optional gold alignment, per target row the source positions; drawn as red dots.
+        cmap: colour map.
+
+    Returns:
+        The Axes.
+    """
+    w = _as_numpy(weights)
+    if w.ndim != 2:
+        raise ValueError(f"weights must be (T, S), got shape {w.shape}")
+    _check_labels(w, src_tokens, tgt_tokens)
+    if ax is None:
+        T, S = w.shape
+        _, ax = plt.subplots(figsize=(min(0.32 * S + 1.5, 12), min(0.3 * T + 1.0, 10)))
+    ax.imshow(w, cmap=cmap, vmin=0.0, vmax=max(float(w.max()), 1e-9), aspect="auto")
+    if src_tokens is not None:
+        ax.set_xticks(range(len(src_tokens)))
+        ax.set_xticklabels(src_tokens, rotation=90, fontsize=8)
+        ax.xaxis.tick_top()
+    if tgt_tokens is not None:
+        ax.set_yticks(range(len(tgt_tokens)))
+        ax.set_yticklabels(tgt_tokens, fontsize=8)
+    if gold is not None:
+        ys, xs = zip(*[(t, s) for t, srcs in enumerate(gold) for s in srcs]) if any(gold) else ((), ())
+        ax.scatter(xs, ys, s=6, c="red", marker="o", label="gold")
+    if title:
+        ax.set_title(title, fontsize=9, pad=4 if src_tokens is None else 40)
+    return ax
+
+
+def plot_attention_grid(
+    weights,
+    src_tokens: Sequence[str] | None = None,
+    tgt_tokens: Sequence[str] | None = None,
+    *,
+    row_labels: Sequence[str] | None = None,
+    col_labels: Sequence[str] | None = None,
+    title: str | None = None,
+    cell_size: float = 2.2,
+):
+    """Draw a grid of attention matrices, e.g. layers (rows) x heads (columns).
+
+    Args:
+        weights: ``(R, C, T, S)`` weights.
+        src_tokens, tgt_tokens: labels, drawn on the first row / first column only.
+        row_labels, col_labels: ``R`` and ``C`` labels (default ``layer i`` / ``head j``).
+        title: figure title.
+        cell_size: inches per panel.
+
+    Returns:
+        The Figure.
+    """
+    w = _as_numpy(weights)
+    if w.ndim != 4:
+        raise ValueError(f"weights must be (R, C, T, S), got shape {w.shape}")
+    _check_labels(w, src_tokens, tgt_tokens)
+    R, C = w.shape[:2]
+    row_labels = row_labels or [f"layer {i}" for i in range(R)]
+    col_labels = col_labels or [f"head {j}" for j in range(C)]
+    fig, axes = plt.subplots(R, C, figsize=(cell_size * C + 1, cell_size * R + 1), squeeze=False)
+    for r in range(R):
+        for c in range(C):
+            ax = axes[r, c]
+            ax.imshow(w[r, c], cmap="Blues", vmin=0.0, aspect="auto")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if r == 0:
+                ax.set_title(col_labels[c], fontsize=8)
+            if c == 0:
+                ax.set_ylabel(row_labels[r], fontsize=8)
+    if src_tokens is not None and R == 1 and C == 1:
+        axes[0, 0].set_xticks(range(len(src_tokens)), src_tokens, rotation=90, fontsize=7)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_metric_by_length(
+    results: Mapping[str, Mapping],
+    metric: str = "bleu",
+    *,
+    ax=None,
+    title: str | None = None,
+    anchors: Mapping[str, float] | None = None,
+):
+    """Plot a metric per source-length bucket for several models.
+
+    Args:
+        results: ``{model label: results dict}``; each results dict has ``by_bucket`` mapping a
+            bucket name (``"1-10"`` …) to ``{metric: value}`` (the ``data/results`` format).
+        metric: key inside each bucket (``"bleu"`` or ``"exact_match"``).
+        ax: Axes to draw on.
+        title: optional title.
+        anchors: optional ``{label: value}`` drawn as dotted horizontal reference lines.
+
+    Returns:
+        The Axes.
+    """
+    if not results:
+        raise ValueError("results is empty: nothing to plot")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.5, 3.5))
+    for label, res in results.items():
+        by_bucket = res.get("by_bucket")
+        if not by_bucket:
+            raise ValueError(f"results[{label!r}] has no 'by_bucket' entry")
+        names = list(by_bucket)
+        values = [by_bucket[b][metric] for b in names]
+        ax.plot(names, values, marker="o", label=label)
+    for label, value in (anchors or {}).items():
+        ax.axhline(value, linestyle=":", linewidth=1, color="grey")
+        ax.annotate(label, (0, value), fontsize=7, color="grey", va="bottom")
+    ax.set_xlabel("source length (tokens)")
+    ax.set_ylabel(metric.replace("_", " "))
+    if metric == "bleu":
+        ax.set_ylim(0, 102)
+    elif metric == "exact_match":
+        ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title, fontsize=10)
+    return ax

@@ -1,0 +1,456 @@
+"""Tests of attnlab.attention: equal to PyTorch's attention, masks, fully masked rows, errors.
+
+The largest absolute error of every comparison with PyTorch is recorded in ``MAX_ERRORS`` and
+printed at the end of the module (visible with ``pytest -s``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attnlab.attention import (
+    MultiHeadAttention,
+    copy_weights_from_nn_mha,
+    merge_heads,
+    scaled_dot_product_attention,
+    split_heads,
+)
+from attnlab.masks import causal_mask, padding_mask, to_nn_mha_mask
+
+DTYPES = [torch.float32, torch.float64]
+TOL = {torch.float32: {"atol": 2e-5, "rtol": 1e-4}, torch.float64: {"atol": 1e-10, "rtol": 1e-8}}
+MAX_ERRORS: dict[str, float] = {}
+
+
+def assert_close_logged(key: str, actual: torch.Tensor, expected: torch.Tensor) -> None:
+    """``assert_close`` with the course tolerance of the dtype, remembering the max abs error."""
+    err = (actual.detach() - expected.detach()).abs().max().item() if actual.numel() else 0.0
+    MAX_ERRORS[key] = max(MAX_ERRORS.get(key, 0.0), err)
+    torch.testing.assert_close(actual, expected, **TOL[actual.dtype])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _print_max_errors():
+    yield
+    print("\nmax abs error vs PyTorch:")
+    for key, err in sorted(MAX_ERRORS.items()):
+        print(f"  {key:45s} {err:.3e}")
+
+
+def make_mask(kind: str, batch: tuple[int, ...], L: int, S: int, dtype: torch.dtype, gen: torch.Generator):
+    """Course-convention masks of several kinds, never with a fully masked row."""
+    if kind == "none":
+        return None
+    if kind == "causal":
+        return causal_mask(L, S)  # (L, S)
+    allowed = torch.rand(*batch, L, S, generator=gen) > 0.4  # (..., L, S)
+    allowed[..., 0] = True  # keep every row alive; fully masked rows have their own tests
+    if kind == "bool":
+        return allowed
+    if kind == "float":
+        bias = torch.randn(*batch, L, S, generator=gen, dtype=dtype)  # (..., L, S)
+        return bias.masked_fill(~allowed, float("-inf"))
+    if kind == "padding":
+        lengths = torch.randint(1, S + 1, batch[:1], generator=gen)  # (B,)
+        return padding_mask(lengths, S)[:, None, None, :]  # (B, 1, 1, S)
+    raise ValueError(kind)
+
+
+# ----------------------------------------------------------------------------------------------
+# scaled dot-product attention
+# ----------------------------------------------------------------------------------------------
+
+SHAPES = [(1, 1, 1, 1, 4, 4), (2, 3, 5, 7, 8, 6), (3, 2, 6, 6, 16, 16)]  # B, H, L, S, E, Ev
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind", ["none", "bool", "float", "padding", "causal"])
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_sdpa_matches_torch(shape, kind, dtype, need_weights):
+    B, H, L, S, E, Ev = shape
+    gen = torch.Generator().manual_seed(100 * SHAPES.index(shape) + len(kind))
+    q = torch.randn(B, H, L, E, generator=gen, dtype=dtype)  # (B, H, L, E)
+    k = torch.randn(B, H, S, E, generator=gen, dtype=dtype)  # (B, H, S, E)
+    v = torch.randn(B, H, S, Ev, generator=gen, dtype=dtype)  # (B, H, S, Ev)
+    mask = make_mask(kind, (B, H), L, S, dtype, gen)
+    if kind == "causal" and L == S:
+        ours, w = scaled_dot_product_attention(q, k, v, is_causal=True, need_weights=need_weights)
+        ref = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    else:
+        ours, w = scaled_dot_product_attention(q, k, v, mask, need_weights=need_weights)
+        ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    path = "weights" if need_weights else "fast"
+    assert_close_logged(f"sdpa out, {path} path, {dtype}", ours, ref)
+    assert ours.shape == (B, H, L, Ev)
+    if need_weights:
+        assert w.shape == (B, H, L, S)
+        torch.testing.assert_close(w.sum(-1), torch.ones(B, H, L, dtype=dtype))
+    else:
+        assert w is None
+
+
+def test_sdpa_weights_are_the_textbook_formula():
+    gen = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(2, 4, 5, generator=gen, dtype=torch.float64) for _ in range(3))
+    out, w = scaled_dot_product_attention(q, k, v)
+    expected_w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(5), dim=-1)  # (2, 4, 4)
+    torch.testing.assert_close(w, expected_w)
+    torch.testing.assert_close(out, expected_w @ v)
+
+
+def test_sdpa_scale_and_broadcast_mask():
+    gen = torch.Generator().manual_seed(2)
+    q = torch.randn(2, 3, 4, 8, generator=gen)  # (B, H, L, E)
+    k = torch.randn(2, 3, 6, 8, generator=gen)  # (B, H, S, E)
+    v = torch.randn(2, 3, 6, 8, generator=gen)  # (B, H, S, E)
+    mask = torch.rand(4, 6, generator=gen) > 0.3  # (L, S) shared by the batch
+    mask[:, 0] = True
+    for need_weights in (True, False):
+        ours, _ = scaled_dot_product_attention(q, k, v, mask, scale=0.3, need_weights=need_weights)
+        ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=0.3)
+        assert_close_logged("sdpa out, scale=0.3, torch.float32", ours, ref)
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_is_causal_with_cache_shape_aligns_to_the_end(need_weights):
+    """L < S (new queries after a cache): query i sees keys 0 .. i + S - L."""
+    gen = torch.Generator().manual_seed(3)
+    q = torch.randn(2, 3, 8, generator=gen)  # (B, L, E)
+    k = torch.randn(2, 5, 8, generator=gen)  # (B, S, E)
+    v = torch.randn(2, 5, 4, generator=gen)  # (B, S, Ev)
+    ours, _ = scaled_dot_product_attention(q, k, v, is_causal=True, need_weights=need_weights)
+    expected = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 0], [1, 1, 1, 1, 1]], dtype=torch.bool)
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=expected)
+    torch.testing.assert_close(ours, ref)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("need_weights", [True, False])
+@pytest.mark.parametrize("mask_dtype", ["bool", "float"])
+def test_sdpa_fully_masked_rows_are_zero_without_nan(dtype, need_weights, mask_dtype):
+    gen = torch.Generator().manual_seed(4)
+    q = torch.randn(2, 4, 8, generator=gen, dtype=dtype, requires_grad=True)  # (B, L, E)
+    k = torch.randn(2, 5, 8, generator=gen, dtype=dtype, requires_grad=True)  # (B, S, E)
+    v = torch.randn(2, 5, 3, generator=gen, dtype=dtype, requires_grad=True)  # (B, S, Ev)
+    mask = torch.ones(2, 4, 5, dtype=torch.bool)  # (B, L, S)
+    mask[0, 1] = False  # one dead query row
+    mask[1] = False  # a whole dead batch element
+    mask[0, 2, 3:] = False  # an ordinary partly masked row
+    if mask_dtype == "float":
+        mask = torch.zeros(mask.shape, dtype=dtype).masked_fill(~mask, float("-inf"))
+    out, w = scaled_dot_product_attention(q, k, v, mask, need_weights=need_weights)
+    assert not out.isnan().any()
+    assert (out[0, 1] == 0).all() and (out[1] == 0).all()
+    assert out[0, 0].abs().sum() > 0
+    if need_weights:
+        assert (w[0, 1] == 0).all() and (w[1] == 0).all()
+        torch.testing.assert_close(w[0, [0, 2, 3]].sum(-1), torch.ones(3, dtype=dtype))
+    (out**2).sum().backward()
+    for t in (q, k, v):
+        assert torch.isfinite(t.grad).all()
+    assert (q.grad[0, 1] == 0).all() and (q.grad[1] == 0).all()
+    assert (k.grad[1] == 0).all() and (v.grad[1] == 0).all()
+
+
+def test_sdpa_both_paths_agree_on_fully_masked_rows_and_grads():
+    gen = torch.Generator().manual_seed(5)
+    base = [torch.randn(3, 6, 4, generator=gen, dtype=torch.float64) for _ in range(3)]
+    mask = torch.rand(3, 6, 6, generator=gen) > 0.5  # (B, L, S), some rows dead by chance
+    mask[0, 0] = False
+    results = []
+    for need_weights in (True, False):
+        q, k, v = (t.clone().requires_grad_() for t in base)
+        out, _ = scaled_dot_product_attention(q, k, v, mask, need_weights=need_weights)
+        out.sin().sum().backward()
+        results.append((out, q.grad, k.grad, v.grad))
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_sdpa_gradcheck(need_weights):
+    gen = torch.Generator().manual_seed(6)
+    q, k, v = (torch.randn(2, 3, 4, generator=gen, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    mask = torch.tensor([[1, 0, 1], [1, 1, 0], [0, 0, 0]], dtype=torch.bool)  # last row dead
+    fn = lambda q, k, v: scaled_dot_product_attention(q, k, v, mask, need_weights=need_weights)[0]
+    assert torch.autograd.gradcheck(fn, (q, k, v))
+
+
+def test_sdpa_errors_name_the_shapes():
+    q = torch.randn(2, 4, 8)
+    k = torch.randn(2, 5, 8)
+    v = torch.randn(2, 5, 3)
+    with pytest.raises(ValueError, match=r"q and k .*feature size.*\(2, 4, 8\).*\(2, 5, 6\)"):
+        scaled_dot_product_attention(q, torch.randn(2, 5, 6), v)
+    with pytest.raises(ValueError, match=r"k and v .*length S.*\(2, 5, 8\).*S=5.*\(2, 6, 3\).*S=6"):
+        scaled_dot_product_attention(q, k, torch.randn(2, 6, 3))
+    with pytest.raises(ValueError, match=r"mask has shape \(4, 6\).*does not broadcast.*\(2, 4, 5\)"):
+        scaled_dot_product_attention(q, k, v, torch.ones(4, 6, dtype=torch.bool))
+    with pytest.raises(TypeError, match=r"mask must be bool.*or float.*torch.int64"):
+        scaled_dot_product_attention(q, k, v, torch.ones(4, 5, dtype=torch.long))
+    with pytest.raises(TypeError, match=r"q must be a floating-point tensor, got dtype torch.int64"):
+        scaled_dot_product_attention(torch.ones(2, 4, 8, dtype=torch.long), k, v)
+    with pytest.raises(TypeError, match=r"share one dtype"):
+        scaled_dot_product_attention(q, k, v.double())
+
+
+# ----------------------------------------------------------------------------------------------
+# heads
+# ----------------------------------------------------------------------------------------------
+
+
+def test_split_merge_heads_roundtrip():
+    x = torch.arange(2 * 3 * 12, dtype=torch.float32).reshape(2, 3, 12)  # (B, L, E)
+    h = split_heads(x, 4)  # (B, H, L, D)
+    assert h.shape == (2, 4, 3, 3)
+    torch.testing.assert_close(h[:, 1], x[..., 3:6])  # head 1 owns features 3..5
+    torch.testing.assert_close(merge_heads(h), x)
+    with pytest.raises(ValueError, match=r"feature size 12 .*not divisible by num_heads=5"):
+        split_heads(x, 5)
+
+
+# ----------------------------------------------------------------------------------------------
+# multi-head attention vs nn.MultiheadAttention
+# ----------------------------------------------------------------------------------------------
+
+
+def _pair(E, H, dtype, kdim=None, vdim=None, bias=True, seed=0):
+    torch.manual_seed(seed)
+    theirs = nn.MultiheadAttention(E, H, batch_first=True, kdim=kdim, vdim=vdim, bias=bias).to(dtype).eval()
+    if bias:  # PyTorch initialises biases to zero; make them matter
+        with torch.no_grad():
+            theirs.in_proj_bias.normal_()
+            theirs.out_proj.bias.normal_()
+    ours = MultiHeadAttention.from_torch(theirs).eval()
+    return ours, theirs
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("E,H", [(8, 1), (12, 3), (16, 4)])
+@pytest.mark.parametrize("padding", [False, True])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_mha_self_attention_matches_nn_mha(dtype, E, H, padding, causal, need_weights):
+    ours, theirs = _pair(E, H, dtype)
+    B, L = 3, 6
+    x = torch.randn(B, L, E, dtype=dtype)  # (B, L, E)
+    kpm = padding_mask(torch.tensor([6, 4, 1]), L) if padding else None  # (B, S) True = real
+    am = causal_mask(L) if causal else None  # (L, S) True = attend
+    ref, ref_w = theirs(
+        x, x, x, key_padding_mask=to_nn_mha_mask(kpm), attn_mask=to_nn_mha_mask(am), need_weights=True
+    )
+    out, w = ours(x, x, x, key_padding_mask=kpm, is_causal=causal, need_weights=need_weights)
+    path = "weights" if need_weights else "fast"
+    assert_close_logged(f"mha self out, {path} path, {dtype}", out, ref)
+    if need_weights:
+        assert_close_logged(f"mha self attn weights, {dtype}", w, ref_w)
+        _, w_heads = ours(x, x, x, key_padding_mask=kpm, is_causal=causal, average_attn_weights=False)
+        _, ref_heads = theirs(
+            x,
+            x,
+            x,
+            key_padding_mask=to_nn_mha_mask(kpm),
+            attn_mask=to_nn_mha_mask(am),
+            average_attn_weights=False,
+        )
+        assert w_heads.shape == (B, H, L, L)
+        assert_close_logged(f"mha self attn weights, {dtype}", w_heads, ref_heads)
+    else:
+        assert w is None
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("need_weights", [True, False])
+@pytest.mark.parametrize("kdim,vdim", [(None, None), (5, 7)])
+def test_mha_cross_attention_matches_nn_mha(dtype, need_weights, kdim, vdim):
+    E, H, B, L, S = 12, 4, 2, 3, 5
+    ours, theirs = _pair(E, H, dtype, kdim=kdim, vdim=vdim)
+    query = torch.randn(B, L, E, dtype=dtype)  # (B, L, E)
+    key = torch.randn(B, S, kdim or E, dtype=dtype)  # (B, S, Ek)
+    value = torch.randn(B, S, vdim or E, dtype=dtype)  # (B, S, Ev)
+    kpm = padding_mask(torch.tensor([5, 2]), S)  # (B, S)
+    am = torch.rand(L, S) > 0.3  # (L, S)
+    am[:, 0] = True
+    ref, ref_w = theirs(query, key, value, key_padding_mask=~kpm, attn_mask=~am)
+    out, w = ours(query, key, value, key_padding_mask=kpm, attn_mask=am, need_weights=need_weights)
+    assert_close_logged(f"mha cross out, {'weights' if need_weights else 'fast'} path, {dtype}", out, ref)
+    if need_weights:
+        assert_close_logged(f"mha cross attn weights, {dtype}", w, ref_w)
+
+
+def test_mha_float_masks_and_per_sample_masks_match_nn_mha():
+    E, H, B, L = 8, 2, 2, 4
+    ours, theirs = _pair(E, H, torch.float64)
+    x = torch.randn(B, L, E, dtype=torch.float64)  # (B, L, E)
+    bias = torch.randn(B, H, L, L, dtype=torch.float64)  # (B, H, L, S) additive
+    ref, _ = theirs(x, x, x, attn_mask=bias.reshape(B * H, L, L))  # PyTorch's 3-D layout (B*H, L, S)
+    for need_weights in (True, False):
+        out, _ = ours(x, x, x, attn_mask=bias, need_weights=need_weights)
+        assert_close_logged("mha out, float (B,H,L,S) mask, torch.float64", out, ref)
+
+
+def test_mha_no_bias_and_copy_function():
+    ours, theirs = _pair(8, 2, torch.float32, bias=False)
+    assert ours.q_proj.bias is None
+    fresh = copy_weights_from_nn_mha(MultiHeadAttention(8, 2, bias=False), theirs).eval()
+    x = torch.randn(2, 3, 8)
+    torch.testing.assert_close(fresh(x, x, x)[0], theirs(x, x, x)[0])
+    with pytest.raises(ValueError, match=r"bias mismatch"):
+        MultiHeadAttention(8, 2).load_from_torch(theirs)
+    with pytest.raises(ValueError, match=r"shape mismatch.*\(8, 2, 8, 8\).*\(8, 4, 8, 8\)"):
+        MultiHeadAttention(8, 4, bias=False).load_from_torch(theirs)
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_mha_fully_masked_rows(need_weights):
+    """A batch element whose keys are all padding: zero weights, output = out_proj bias, no NaN."""
+    ours, _ = _pair(8, 2, torch.float32)
+    query = torch.randn(2, 3, 8, requires_grad=True)  # (B, L, E)
+    memory = torch.randn(2, 4, 8, requires_grad=True)  # (B, S, E)
+    kpm = padding_mask(torch.tensor([4, 0]), 4)  # (B, S): element 1 has no real key
+    out, w = ours(query, memory, memory, key_padding_mask=kpm, need_weights=need_weights)
+    assert not out.isnan().any()
+    torch.testing.assert_close(out[1], ours.out_proj.bias.expand(3, 8))
+    if need_weights:
+        assert (w[1] == 0).all()
+    out.sum().backward()
+    for t in (query, memory, *ours.parameters()):
+        assert torch.isfinite(t.grad).all()
+    assert (memory.grad[1] == 0).all()
+
+
+def test_mha_paths_agree_with_dead_rows():
+    ours, _ = _pair(12, 3, torch.float64)
+    x = torch.randn(3, 5, 12, dtype=torch.float64)  # (B, L, E)
+    am = torch.rand(3, 1, 5, 5) > 0.6  # (B, 1, L, S): some rows dead
+    am[0, 0, 2] = False
+    a, _ = ours(x, x, x, attn_mask=am, need_weights=True)
+    b, _ = ours(x, x, x, attn_mask=am, need_weights=False)
+    torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_mha_gradients_flow(need_weights):
+    ours, _ = _pair(8, 2, torch.float32)
+    x = torch.randn(2, 5, 8, requires_grad=True)
+    out, _ = ours(x, x, x, is_causal=True, need_weights=need_weights)
+    out.pow(2).sum().backward()
+    assert x.grad.abs().sum() > 0
+    for name, p in ours.named_parameters():
+        assert p.grad is not None and torch.isfinite(p.grad).all(), name
+        assert p.grad.abs().sum() > 0, name
+
+
+def test_mha_dropout_only_in_training():
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(8, 2, dropout=0.5)
+    x = torch.randn(2, 6, 8)
+    mha.train()
+    a, _ = mha(x, x, x)
+    b, _ = mha(x, x, x, need_weights=False)
+    assert not torch.allclose(a, b)  # different random dropout patterns
+    mha.eval()
+    c, _ = mha(x, x, x)
+    d, _ = mha(x, x, x, need_weights=False)
+    torch.testing.assert_close(c, d)
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_causal_leakage(need_weights):
+    """Changing a future token leaves earlier outputs unchanged under a causal mask only."""
+    ours, _ = _pair(16, 4, torch.float64)
+    x = torch.randn(1, 7, 16, dtype=torch.float64)  # (B, L, E)
+    x2 = x.clone()
+    x2[0, 4] += 3.0  # change token 4
+    with_mask = [ours(t, t, t, is_causal=True, need_weights=need_weights)[0] for t in (x, x2)]
+    torch.testing.assert_close(with_mask[0][:, :4], with_mask[1][:, :4])  # the past does not move
+    assert not torch.allclose(with_mask[0][:, 4:], with_mask[1][:, 4:])
+    without = [ours(t, t, t, need_weights=need_weights)[0] for t in (x, x2)]
+    moved = (without[0] - without[1]).abs().amax(-1)[0]  # (L,)
+    assert (moved[:4] > 1e-6).all()  # every earlier position sees the change
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_kv_cache_incremental_decoding_matches_full_causal(need_weights):
+    ours, _ = _pair(12, 3, torch.float64)
+    x = torch.randn(2, 6, 12, dtype=torch.float64)  # (B, L, E)
+    full, _ = ours(x, x, x, is_causal=True, need_weights=need_weights)
+    cache: dict[str, torch.Tensor] = {}
+    steps = []
+    for t in range(6):
+        xt = x[:, t : t + 1]  # (B, 1, E): one new token
+        out_t, w_t = ours(xt, xt, xt, is_causal=True, need_weights=need_weights, cache=cache)
+        steps.append(out_t)
+        if need_weights:
+            assert w_t.shape == (2, 1, t + 1)
+    assert cache["k"].shape == (2, 3, 6, 4)
+    torch.testing.assert_close(torch.cat(steps, dim=1), full)
+    # a prefix in one call, then the rest one by one
+    cache = {}
+    first, _ = ours(x[:, :4], x[:, :4], x[:, :4], is_causal=True, cache=cache)
+    rest = [ours(x[:, t : t + 1], x[:, t : t + 1], x[:, t : t + 1], cache=cache)[0] for t in (4, 5)]
+    torch.testing.assert_close(torch.cat([first, *rest], dim=1), full)
+
+
+def test_mha_errors_name_the_shapes():
+    with pytest.raises(ValueError, match=r"embed_dim=10 is not divisible by num_heads=3"):
+        MultiHeadAttention(10, 3)
+    with pytest.raises(ValueError, match=r"batch-first only"):
+        MultiHeadAttention(8, 2, batch_first=False)
+    mha = MultiHeadAttention(8, 2)
+    x = torch.randn(2, 5, 8)
+    with pytest.raises(
+        ValueError, match=r"key and value must have the same length S.*\(2, 5, 8\).*\(2, 4, 8\)"
+    ):
+        mha(x, x, torch.randn(2, 4, 8))
+    with pytest.raises(ValueError, match=r"query must have shape \(B, length, 8\), got \(2, 5, 6\)"):
+        mha(torch.randn(2, 5, 6), x, x)
+    with pytest.raises(ValueError, match=r"attn_mask has shape \(5, 4\).*does not broadcast.*\(2, 2, 5, 5\)"):
+        mha(x, x, x, attn_mask=torch.ones(5, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"3-D masks are ambiguous.*\(2, 2, 5, 5\)"):
+        mha(x, x, x, attn_mask=torch.ones(4, 5, 5, dtype=torch.bool))
+    with pytest.raises(TypeError, match=r"attn_mask must be bool.*torch.int64"):
+        mha(x, x, x, attn_mask=torch.ones(5, 5, dtype=torch.long))
+    with pytest.raises(
+        ValueError, match=r"key_padding_mask has shape \(2, 4\), expected \(B, S\) = \(2, 5\)"
+    ):
+        mha(x, x, x, key_padding_mask=torch.ones(2, 4, dtype=torch.bool))
+    with pytest.raises(TypeError, match=r"key_padding_mask must be bool.*torch.int32"):
+        mha(x, x, x, key_padding_mask=torch.ones(2, 5, dtype=torch.int32))
+    with pytest.raises(TypeError, match=r"query must be a floating-point tensor"):
+        mha(x.long(), x, x)
+
+
+# ----------------------------------------------------------------------------------------------
+# the worked example of seed 002
+# ----------------------------------------------------------------------------------------------
+
+
+def test_worked_example_of_seed_002():
+    X = torch.tensor([[1, 0, 1, 0], [0, 3, 0, 3], [1, 1, 1, 1]], dtype=torch.float64)
+    W_Q = torch.tensor([[1, 0, 1], [1, 0, 0], [0, 0, 1], [0, 1, 1]], dtype=torch.float64)
+    W_K = torch.tensor([[0, 0, 1], [1, 1, 0], [0, 1, 0], [1, 1, 1]], dtype=torch.float64)
+    W_V = torch.tensor([[0, 2, 0], [0, 3, 0], [1, 0, 3], [1, 1, 0]], dtype=torch.float64)
+    Q, K, V = X @ W_Q, X @ W_K, X @ W_V  # (3, 3) each
+    assert Q.tolist() == [[1, 0, 2], [3, 3, 3], [2, 1, 3]]
+    assert K.tolist() == [[0, 1, 1], [6, 6, 3], [2, 3, 2]]
+    assert V.tolist() == [[1, 2, 3], [3, 12, 0], [2, 6, 3]]
+    assert (Q @ K.T)[0].tolist() == [2, 12, 6]
+    out, w = scaled_dot_product_attention(Q, K, V)
+    exact_w = torch.softmax(torch.tensor([2.0, 12.0, 6.0], dtype=torch.float64) / math.sqrt(3), dim=0)
+    torch.testing.assert_close(w[0], exact_w)
+    torch.testing.assert_close(out[0], exact_w @ V)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(Q, K, V))
+    # the seed rounded the scaled scores to [1.15, 7, 3.5] and printed 4-digit weights
+    seed_w = torch.softmax(torch.tensor([1.15, 7.0, 3.5], dtype=torch.float64), dim=0)
+    assert [round(x, 4) for x in seed_w.tolist()] == [0.0028, 0.968, 0.0292]
+    seed_out = torch.tensor([0.0028, 0.968, 0.0292], dtype=torch.float64) @ V
+    torch.testing.assert_close(seed_out, torch.tensor([2.9652, 11.7968, 0.096], dtype=torch.float64))
+    # the exact values differ from the seed's in the third decimal
+    assert (w[0] - seed_w).abs().max() < 5e-3
