@@ -50,3 +50,18 @@ def test_alignment_agreement_counts_content_and_function_words():
     assert res == {"align_content": 0.5, "align_all": 0.75, "align_function": 1.0}
     with pytest.raises(ValueError, match="gold alignments"):
         alignment_agreement([attn], [Pair(pair.src, pair.tgt, None, None)])
+
+
+def test_cli_evaluates_a_checkpoint_on_a_fresh_split(copy_trained, tmp_path, capsys):
+    import json
+
+    from attnlab.checkpoint import save_checkpoint
+    from attnlab.evaluate import main
+
+    model, _, src_vocab, tgt_vocab, *_ = copy_trained
+    path = save_checkpoint(model, tmp_path / "copy", src_vocab=src_vocab, tgt_vocab=tgt_vocab)
+    assert main([str(path), "--seed", "3", "--per-bucket", "4"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["n_test"] == 16 and out["test_seed"] == 3
+    assert set(out["by_bucket"]) == {"1-10", "11-20", "21-30", "31-40"}
+    assert 0 <= out["bleu"] <= 100 and "align_content" in out

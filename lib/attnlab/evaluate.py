@@ -271,7 +271,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"warning: checkpoint was trained on corpus {meta.get('corpus_version')}, now {CORPUS_VERSION}",
             file=sys.stderr,
         )
-    pairs = make_test_split(seed=args.seed, per_bucket=args.per_bucket)
+    # A fresh split of sentences the model never trained on (short ones could otherwise repeat).
+    from .data import load_splits
+
+    seen = {p.src for p in load_splits().train}
+    pairs = make_test_split(seed=args.seed, per_bucket=args.per_bucket, exclude=seen)
     res = evaluate_model(model, pairs, meta["src_vocab"], meta["tgt_vocab"], beam=args.beam)
     res["checkpoint"] = str(args.checkpoint)
     res["test_seed"] = args.seed

@@ -25,7 +25,7 @@ import torch
 from .checkpoint import CheckpointError, data_dir, load_checkpoint, save_checkpoint
 from .data import CORPUS_VERSION, build_vocabs, load_splits, make_dataloaders
 from .evaluate import count_params, evaluate_model
-from .profiles import get_device, get_profile
+from .profiles import get_device, get_profile, num_threads, train_threads
 from .rnn import RNNConfig, Seq2SeqRNN
 from .train import fit_budget, set_seed
 
@@ -74,7 +74,7 @@ def _add(name: str, family: str, description: str, cpu: dict, gpu: dict, model: 
     }
 
 
-_CPU = dict(seconds=120.0, bs=256, lr=1e-2)
+_CPU = dict(seconds=120.0, bs=256, lr=1.5e-2)
 _GPU = dict(seconds=600.0, bs=128, lr=2e-3)
 _add("rnn_noattn", "rnn", "GRU encoder-decoder, no attention", _CPU, _GPU, dict(attention=None))
 _add("bahdanau", "rnn", "GRU + Bahdanau (additive) attention", _CPU, _GPU, dict(attention="bahdanau", score="concat"))
@@ -93,6 +93,32 @@ for _name, _desc, _model in (
 ):
     _add(_name, "rnn", f"GRU + Luong {_desc}", _CPU, _GPU, {**_LUONG, **_model})
 
+# --- Transformer (lesson 06) ---
+# Its own sizes and training settings (the _RNN_* widths do not apply), hence no _add().
+_TRANSFORMER = "Transformer (pre-LN, sinusoidal positions)"
+EXPERIMENTS["transformer"] = {
+    "cpu": Experiment(
+        name="transformer",
+        family="transformer",
+        description=_TRANSFORMER,
+        model=dict(d_model=128, num_heads=4, num_encoder_layers=2, num_decoder_layers=2, dim_feedforward=256),
+        seconds=120.0,
+        bs=256,
+        lr=1e-3,
+        label_smoothing=0.1,
+    ),
+    "gpu": Experiment(
+        name="transformer",
+        family="transformer",
+        description=_TRANSFORMER,
+        model=dict(d_model=512, num_heads=8, num_encoder_layers=3, num_decoder_layers=3, dim_feedforward=2048),
+        seconds=600.0,
+        bs=256,
+        lr=5e-4,
+        label_smoothing=0.1,
+    ),
+}
+
 
 def preset(name: str, profile: str | None = None) -> Experiment:
     """The :class:`Experiment` called ``name`` for ``profile`` (default: the active profile)."""
@@ -105,6 +131,10 @@ def build_model(exp: Experiment, src_vocab, tgt_vocab) -> torch.nn.Module:
     """Instantiate the model of ``exp`` for the given vocabularies."""
     if exp.family == "rnn":
         return Seq2SeqRNN(RNNConfig(src_vocab_size=len(src_vocab), tgt_vocab_size=len(tgt_vocab), **exp.model))
+    if exp.family == "transformer":
+        from .transformer import Transformer, TransformerConfig
+
+        return Transformer(TransformerConfig(src_vocab_size=len(src_vocab), tgt_vocab_size=len(tgt_vocab), **exp.model))
     raise ValueError(f"unknown model family {exp.family!r}")
 
 
@@ -147,18 +177,20 @@ def run(
     set_seed(seed)
     dls = make_dataloaders(splits, src_vocab, tgt_vocab, bs=exp.bs, device=device, seed=seed)
     model = build_model(exp, src_vocab, tgt_vocab).to(device)
-    _, stats = fit_budget(
-        model,
-        dls,
-        seconds=exp.seconds,
-        lr=exp.lr,
-        wd=exp.wd,
-        label_smoothing=exp.label_smoothing,
-        progress=progress,
-        profile=profile,
-    )
-    model.eval()
-    res = evaluate_model(model, splits.test, src_vocab, tgt_vocab)
+    threads = train_threads(profile)
+    with num_threads(threads):
+        _, stats = fit_budget(
+            model,
+            dls,
+            seconds=exp.seconds,
+            lr=exp.lr,
+            wd=exp.wd,
+            label_smoothing=exp.label_smoothing,
+            progress=progress,
+            profile=profile,
+        )
+        model.eval()
+        res = evaluate_model(model, splits.test, src_vocab, tgt_vocab)
     res = {
         "model": name,
         "description": exp.description,
@@ -168,7 +200,7 @@ def run(
         "train_steps": stats.steps,
         "tokens_per_second": stats.tokens_per_second,
         "profile": profile,
-        "torch_threads": torch.get_num_threads(),
+        "torch_threads": threads,
         "corpus_version": CORPUS_VERSION,
         "produced_by": "python -m attnlab.experiments --ship" if ship else "live run",
         "date": time.strftime("%Y-%m-%d"),

@@ -18,7 +18,7 @@ __all__ = ["load_all_results", "results_table", "update_readme"]
 
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 # The order models appear in: lesson order, then anything else alphabetically.
-ORDER = ("rnn_noattn", "bahdanau")
+ORDER = ("rnn_noattn", "bahdanau", "transformer")
 
 
 def load_all_results(results_dir: Path | None = None) -> dict[str, dict]:

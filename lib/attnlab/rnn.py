@@ -38,6 +38,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from .data import PAD
+from .masks import as_additive
 from .scores import AttentionScore, LocalPosition, attend, local_window_mask
 
 __all__ = ["RNNConfig", "Seq2SeqRNN"]
@@ -137,7 +138,11 @@ class Seq2SeqRNN(nn.Module):
         out, h_n = self.encoder(packed)  # h_n: (2, B, H/2)
         states, _ = pad_packed_sequence(out, batch_first=True, total_length=src.size(1))  # (B, S, H)
         summary = torch.cat([h_n[0], h_n[1]], dim=-1)  # (B, H)
-        memory = {"states": states, "mask": mask, "lengths": lengths, "summary": summary}
+        # Additive form of the padding mask (0 = real token, -inf = padding), made once per batch:
+        # every row has a real token (checked above), so a plain softmax of scores + bias is exact
+        # and saves the per-step work of the general masked softmax.
+        bias = as_additive(mask, states.dtype)  # (B, S)
+        memory = {"states": states, "mask": mask, "bias": bias, "lengths": lengths, "summary": summary}
         if self.config.attention is not None:
             memory["prepared"] = self.score.prepare(states)  # (B, S, *)
         return memory
@@ -156,7 +161,9 @@ class Seq2SeqRNN(nn.Module):
         scores = self.score(query, memory["states"], memory["prepared"])  # (B, S)
         mask = memory["mask"]  # (B, S)
         if c.local is None:
-            return attend(scores, memory["states"], mask)
+            weights = torch.softmax(scores + memory["bias"], dim=-1)  # (B, S), exactly 0 on padding
+            context = torch.bmm(weights.unsqueeze(1), memory["states"]).squeeze(1)  # (B, H)
+            return context, weights
         S = scores.size(1)
         if c.local == "m":
             lengths = memory["lengths"]  # (B,)
@@ -259,7 +266,10 @@ class Seq2SeqRNN(nn.Module):
             logits = self.out(self.drop(torch.cat([states, ctx, emb], dim=-1)))  # (B, T, V)
             return (logits, None) if return_attention else logits
         pres, attns, logits_steps = [], [], []
-        y_prev_emb = emb[:, 0]  # (B, E)
+        # unbind once: indexing emb[:, t] inside the loop would make autograd build a full-size
+        # zero gradient for every step.
+        emb_steps = emb.unbind(1)  # T x (B, E)
+        y_prev_emb = emb_steps[0]  # (B, E)
         for t in range(tgt_in.size(1)):
             pre, state, attn = self._step(memory, state, y_prev_emb, t)
             pres.append(pre)
@@ -271,7 +281,7 @@ class Seq2SeqRNN(nn.Module):
                 if teacher_forcing < 1.0 and torch.rand(()) >= teacher_forcing:
                     y_prev_emb = self.drop(self.tgt_emb(logits_t.argmax(-1)))  # (B, E) own prediction
                 else:
-                    y_prev_emb = emb[:, t + 1]  # (B, E) gold token
+                    y_prev_emb = emb_steps[t + 1]  # (B, E) gold token
         if logits_steps:
             logits = torch.stack(logits_steps, dim=1)  # (B, T, V)
         else:

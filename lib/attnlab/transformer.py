@@ -1,0 +1,820 @@
+"""The Transformer (Vaswani et al., 2017), assembled from the course's own parts.
+
+Self-attention alone has three barriers (seed 000); each block below removes one:
+
+* it is blind to word order -> :class:`PositionalEncoding` adds a position signal to the
+  embeddings (fixed sinusoids, learned vectors, or ``"none"`` to see what breaks);
+* it is only a weighted average -> :class:`FeedForward`, a two-layer MLP applied to every position
+  on its own, adds the nonlinearity;
+* a decoder must not see the future -> decoder self-attention is causal.
+
+An :class:`EncoderLayer` is self-attention + feed-forward; a :class:`DecoderLayer` is masked
+self-attention + encoder-decoder attention (queries from the decoder, keys and values from the
+encoder) + feed-forward. Every sublayer sits in a residual connection with a LayerNorm, placed
+by ONE switch, ``norm_first``:
+
+* ``norm_first=False`` (post-LN, the 2017 paper): ``x = LayerNorm(x + Sublayer(x))``;
+* ``norm_first=True``  (pre-LN, the course's default): ``x = x + Sublayer(LayerNorm(x))``, plus one
+  final LayerNorm after each stack. It keeps an un-normalised residual path from the input to the
+  output, which trains stably at high learning rates with little warm-up.
+
+With dropout 0 and copied weights, :class:`EncoderLayer` / :class:`DecoderLayer` compute exactly
+what ``nn.TransformerEncoderLayer`` / ``nn.TransformerDecoderLayer`` (``batch_first=True``) compute,
+in both placements (see :meth:`EncoderLayer.load_from_torch`). All attention is
+:class:`attnlab.attention.MultiHeadAttention` with the course's mask convention (bool ``True`` =
+may attend); remember that ``nn.*`` modules read boolean masks the other way round
+(:func:`attnlab.masks.to_nn_mha_mask`).
+
+:class:`Transformer` speaks the course's decoding protocol (:mod:`attnlab.decoding`):
+``encode(src) -> memory``, ``init_state(memory) -> state``,
+``step(memory, state, y_prev, t) -> (logits, state, attn)``. Decoding is *incremental*: the state
+holds a key/value cache per decoder layer, so step ``t`` projects only the newest token and
+attends over the cached keys/values of tokens ``0..t``; the cross-attention keys/values depend on
+the source only and are computed once, in :meth:`Transformer.encode`. All cached tensors are
+batch-first, so beam search reorders them with ``index_select`` like any other state.
+Set ``model.use_cache = False`` (or use :meth:`Transformer.kv_cache`) to decode the slow way,
+re-running the decoder over the whole prefix at every step; the tokens are the same.
+
+Shape legend
+------------
+B   batch size
+S   source length (incl. ``<eos>``)
+T   target length (decoder inputs: ``<bos>`` + target)
+t   number of target tokens decoded so far (the cache length)
+E   model width ``d_model``
+H   number of heads
+D   width of one head, ``E // H``
+F   hidden width of the feed-forward block ``dim_feedforward``
+N   number of layers in a stack
+V   target vocabulary size
+P   length of the positional table ``max_len``
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .attention import MultiHeadAttention, merge_heads, scaled_dot_product_attention, split_heads
+from .data import PAD
+
+__all__ = [
+    "POSITIONS",
+    "sinusoidal_table",
+    "sinusoid_shift_matrix",
+    "PositionalEncoding",
+    "FeedForward",
+    "EncoderLayer",
+    "DecoderLayer",
+    "Encoder",
+    "Decoder",
+    "TransformerConfig",
+    "Transformer",
+]
+
+POSITIONS = ("sinusoidal", "learned", "none")
+ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
+
+
+# ----------------------------------------------------------------------------------------------
+# position representations
+# ----------------------------------------------------------------------------------------------
+
+
+def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
+    r"""The fixed sinusoidal position encodings of Vaswani et al.
+
+    :math:`PE_{pos, 2i} = \sin(pos \cdot \omega_i)`, :math:`PE_{pos, 2i+1} = \cos(pos \cdot \omega_i)`
+    with :math:`\omega_i = 10000^{-2i / d}`: every pair of dimensions is a clock turning at its own
+    speed, from one turn every :math:`2\pi` positions down to one every :math:`10000 \cdot 2\pi`.
+
+    Args:
+        max_len: ``P``, number of positions.
+        d_model: ``E``, even.
+
+    Returns:
+        ``(P, E)`` float32 table.
+    """
+    if d_model <= 0 or d_model % 2:
+        raise ValueError(f"sinusoidal encodings need an even, positive d_model, got {d_model}")
+    if max_len < 0:
+        raise ValueError(f"max_len must be non-negative, got {max_len}")
+    pos = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)  # (P, 1)
+    omega = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model))  # (E/2,)
+    table = torch.zeros(max_len, d_model, dtype=torch.float64)  # (P, E)
+    table[:, 0::2] = torch.sin(pos * omega)  # (P, E/2)
+    table[:, 1::2] = torch.cos(pos * omega)  # (P, E/2)
+    return table.float()  # (P, E)
+
+
+def sinusoid_shift_matrix(k: int, d_model: int) -> torch.Tensor:
+    r"""The matrix :math:`M_k` with :math:`PE_{pos + k} = M_k \, PE_{pos}` for every ``pos``.
+
+    Each (sin, cos) pair is rotated by the angle :math:`k \omega_i`:
+    :math:`\sin((p+k)\omega) = \sin(p\omega)\cos(k\omega) + \cos(p\omega)\sin(k\omega)` and
+    :math:`\cos((p+k)\omega) = \cos(p\omega)\cos(k\omega) - \sin(p\omega)\sin(k\omega)`.
+    ``M_k`` is block-diagonal with 2x2 rotations and does not depend on ``pos``: a fixed offset is
+    a fixed linear map, which attention (itself built from linear maps) can learn to use.
+
+    Args:
+        k: the offset (any integer).
+        d_model: ``E``, even.
+
+    Returns:
+        ``(E, E)`` float32 orthogonal matrix.
+    """
+    if d_model <= 0 or d_model % 2:
+        raise ValueError(f"sinusoidal encodings need an even, positive d_model, got {d_model}")
+    omega = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model))  # (E/2,)
+    c, s = torch.cos(k * omega), torch.sin(k * omega)  # (E/2,), (E/2,)
+    m = torch.zeros(d_model, d_model, dtype=torch.float64)  # (E, E)
+    i = torch.arange(0, d_model, 2)  # (E/2,) index of each sin row
+    m[i, i], m[i, i + 1] = c, s  # new sin = sin cos(kw) + cos sin(kw)
+    m[i + 1, i], m[i + 1, i + 1] = -s, c  # new cos = cos cos(kw) - sin sin(kw)
+    return m.float()  # (E, E)
+
+
+class PositionalEncoding(nn.Module):
+    """Add a position signal to a sequence of embeddings.
+
+    Args:
+        kind: ``"sinusoidal"`` (fixed table, no parameters), ``"learned"`` (one trained vector per
+            position, an ``nn.Embedding``) or ``"none"`` (adds nothing: the model is blind to order).
+        d_model: ``E``.
+        max_len: ``P``, the number of positions the table covers (longer inputs are refused).
+    """
+
+    def __init__(self, kind: str, d_model: int, max_len: int) -> None:
+        super().__init__()
+        if kind not in POSITIONS:
+            raise ValueError(f"positions={kind!r}; expected one of {POSITIONS}")
+        self.kind, self.d_model, self.max_len = kind, d_model, max_len
+        if kind == "sinusoidal":
+            # Not a parameter and not saved: it is rebuilt from (max_len, d_model).
+            self.register_buffer("table", sinusoidal_table(max_len, d_model), persistent=False)  # (P, E)
+        elif kind == "learned":
+            self.table_emb = nn.Embedding(max_len, d_model)
+            nn.init.normal_(self.table_emb.weight, std=d_model**-0.5)
+
+    def extra_repr(self) -> str:
+        return f"kind={self.kind!r}, d_model={self.d_model}, max_len={self.max_len}"
+
+    def check_length(self, length: int, what: str = "sequence") -> None:
+        """Raise a clear error when positions ``0 .. length-1`` are beyond the table."""
+        if self.kind != "none" and length > self.max_len:
+            raise ValueError(
+                f"{what} has {length} positions but the positional table has only max_len={self.max_len}; "
+                "use shorter inputs or a model built with a larger max_len"
+            )
+
+    def encodings(self, length: int, offset: int = 0) -> torch.Tensor | None:
+        """``(length, E)`` encodings of positions ``offset .. offset+length-1`` (``None`` for ``"none"``)."""
+        if self.kind == "none":
+            return None
+        self.check_length(offset + length)
+        if self.kind == "sinusoidal":
+            return self.table[offset : offset + length]  # (length, E)
+        return self.table_emb.weight[offset : offset + length]  # (length, E)
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """``x (B, L, E)`` plus the encodings of positions ``offset .. offset+L-1``; same shape."""
+        pe = self.encodings(x.shape[1], offset)  # (L, E) or None
+        return x if pe is None else x + pe.to(x.dtype)  # (B, L, E)
+
+
+# ----------------------------------------------------------------------------------------------
+# blocks
+# ----------------------------------------------------------------------------------------------
+
+
+class FeedForward(nn.Module):
+    r"""Position-wise feed-forward block :math:`\mathrm{FFN}(x) = W_2\, \mathrm{act}(W_1 x + b_1) + b_2`.
+
+    The same two-layer MLP is applied to every position independently (``E -> F -> E``, with
+    ``F = 4E`` in the paper): self-attention mixes positions, this block transforms each one.
+    """
+
+    def __init__(self, d_model: int, dim_feedforward: int, dropout: float = 0.0, activation: str = "relu"):
+        super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation={activation!r}; expected one of {sorted(ACTIVATIONS)}")
+        self.linear1 = nn.Linear(d_model, dim_feedforward)
+        self.linear2 = nn.Linear(dim_feedforward, d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.activation = activation
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``(..., E) -> (..., E)``."""
+        h = ACTIVATIONS[self.activation](self.linear1(x))  # (..., F)
+        return self.linear2(self.dropout(h))  # (..., E)
+
+
+def _check_activation_matches(theirs: nn.Module, ours: str) -> None:
+    act = theirs.activation
+    name = getattr(act, "__name__", type(act).__name__).lower()
+    if ours not in name:
+        raise ValueError(f"activation mismatch: PyTorch layer uses {name!r}, this layer uses {ours!r}")
+
+
+class EncoderLayer(nn.Module):
+    """One encoder layer: self-attention and feed-forward, each in a residual + LayerNorm.
+
+    Args:
+        d_model: ``E``.
+        num_heads: ``H``.
+        dim_feedforward: ``F``.
+        dropout: dropout on attention weights, sublayer outputs and inside the feed-forward.
+        norm_first: LayerNorm before the sublayer (pre-LN) instead of after the residual sum.
+        activation: ``"relu"`` or ``"gelu"``.
+        layer_norm_eps: LayerNorm epsilon.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        dim_feedforward: int,
+        dropout: float = 0.0,
+        *,
+        norm_first: bool = True,
+        activation: str = "relu",
+        layer_norm_eps: float = 1e-5,
+    ) -> None:
+        super().__init__()
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.ff = FeedForward(d_model, dim_feedforward, dropout, activation)
+        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.dropout1 = nn.Dropout(dropout)
+        self.dropout2 = nn.Dropout(dropout)
+
+    def _sa(self, x, src_mask, need_weights):
+        out, w = self.self_attn(
+            x, x, x, key_padding_mask=src_mask, need_weights=need_weights, average_attn_weights=False
+        )  # (B, S, E), (B, H, S, S) or None
+        return self.dropout1(out), w
+
+    def forward(
+        self, x: torch.Tensor, src_mask: torch.Tensor | None = None, *, need_weights: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Run the layer.
+
+        Args:
+            x: ``(B, S, E)``.
+            src_mask: ``(B, S)`` bool, ``True`` at real tokens (course convention), or ``None``.
+            need_weights: also return the per-head attention weights (explicit-softmax path).
+
+        Returns:
+            ``(x (B, S, E), weights (B, H, S, S) or None)``.
+        """
+        if self.norm_first:
+            a, w = self._sa(self.norm1(x), src_mask, need_weights)  # (B, S, E)
+            x = x + a  # (B, S, E)
+            x = x + self.dropout2(self.ff(self.norm2(x)))  # (B, S, E)
+        else:
+            a, w = self._sa(x, src_mask, need_weights)  # (B, S, E)
+            x = self.norm1(x + a)  # (B, S, E)
+            x = self.norm2(x + self.dropout2(self.ff(x)))  # (B, S, E)
+        return x, w
+
+    @torch.no_grad()
+    def load_from_torch(self, layer: nn.TransformerEncoderLayer) -> EncoderLayer:
+        """Copy the weights of an ``nn.TransformerEncoderLayer`` (same sizes and placement); returns self."""
+        if layer.norm_first != self.norm_first:
+            raise ValueError(f"norm_first mismatch: PyTorch layer {layer.norm_first}, this layer {self.norm_first}")
+        _check_activation_matches(layer, self.ff.activation)
+        self.self_attn.load_from_torch(layer.self_attn)
+        _copy_ff_and_norms(self, layer, n_norms=2)
+        return self
+
+
+class DecoderLayer(nn.Module):
+    """One decoder layer: masked self-attention, encoder-decoder attention, feed-forward.
+
+    Each sublayer sits in a residual connection with a LayerNorm (placement: ``norm_first``). The
+    self-attention is causal: target position ``i`` sees target positions ``0..i`` only. The
+    encoder-decoder ("cross") attention takes its queries from the decoder and its keys and values
+    from the encoder output ``memory``.
+
+    Args: as :class:`EncoderLayer`.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        dim_feedforward: int,
+        dropout: float = 0.0,
+        *,
+        norm_first: bool = True,
+        activation: str = "relu",
+        layer_norm_eps: float = 1e-5,
+    ) -> None:
+        super().__init__()
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.ff = FeedForward(d_model, dim_feedforward, dropout, activation)
+        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.norm3 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.dropout1 = nn.Dropout(dropout)
+        self.dropout2 = nn.Dropout(dropout)
+        self.dropout3 = nn.Dropout(dropout)
+
+    def _sa(self, y, tgt_mask, cache, need_weights):
+        # Causal whenever there is more than one query. With a cache the L new queries are the last
+        # L of all keys, and causal_mask aligns to the end; a single query may see every key.
+        out, w = self.self_attn(
+            y,
+            y,
+            y,
+            key_padding_mask=tgt_mask,
+            is_causal=y.shape[1] > 1,
+            need_weights=need_weights,
+            average_attn_weights=False,
+            cache=cache,
+        )  # (B, T, E), (B, H, T, t+T) or None
+        return self.dropout1(out), w
+
+    def _ca(self, y, memory, src_mask, cross_kv, need_weights):
+        mha = self.cross_attn
+        if cross_kv is None:
+            out, w = mha(
+                y, memory, memory, key_padding_mask=src_mask, need_weights=need_weights, average_attn_weights=False
+            )  # (B, T, E), (B, H, T, S) or None
+            return self.dropout2(out), w
+        # Keys/values projected once per sentence (cross_kv): the same computation as
+        # MultiHeadAttention.forward, minus the two projections of the source.
+        k, v = cross_kv  # (B, H, S, D) each
+        q = split_heads(mha.q_proj(y), mha.num_heads)  # (B, H, T, D)
+        mask = None if src_mask is None else src_mask[:, None, None, :]  # (B, 1, 1, S)
+        dropout_p = mha.dropout if self.training else 0.0
+        out, w = scaled_dot_product_attention(
+            q, k, v, mask, dropout_p=dropout_p, need_weights=need_weights
+        )  # (B, H, T, D), (B, H, T, S) or None
+        out = mha.out_proj(merge_heads(out))  # (B, T, E)
+        return self.dropout2(out), w
+
+    def forward(
+        self,
+        y: torch.Tensor,
+        memory: torch.Tensor,
+        src_mask: torch.Tensor | None = None,
+        tgt_mask: torch.Tensor | None = None,
+        *,
+        self_cache: dict[str, torch.Tensor] | None = None,
+        cross_kv: tuple[torch.Tensor, torch.Tensor] | None = None,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """Run the layer.
+
+        Args:
+            y: ``(B, T, E)`` decoder input (the ``T`` newest positions when a cache is used).
+            memory: ``(B, S, E)`` encoder output.
+            src_mask: ``(B, S)`` bool, ``True`` at real source tokens, or ``None``.
+            tgt_mask: ``(B, t+T)`` bool key padding of the target, ``True`` at real tokens, or ``None``.
+                With right padding and the causal mask, real queries never see padding, so
+                :class:`Transformer` leaves it ``None``.
+            self_cache: ``{"k", "v"}`` ``(B, H, t, D)`` of earlier target positions; updated in place.
+            cross_kv: ``(k, v)``, each ``(B, H, S, D)``, precomputed from ``memory`` by
+                :meth:`cross_kv`; then ``memory`` itself is not projected again.
+            need_weights: also return the per-head weights of both attentions.
+
+        Returns:
+            ``(y (B, T, E), self weights (B, H, T, t+T) or None, cross weights (B, H, T, S) or None)``.
+        """
+        if self.norm_first:
+            a, w_self = self._sa(self.norm1(y), tgt_mask, self_cache, need_weights)  # (B, T, E)
+            y = y + a  # (B, T, E)
+            c, w_cross = self._ca(self.norm2(y), memory, src_mask, cross_kv, need_weights)  # (B, T, E)
+            y = y + c  # (B, T, E)
+            y = y + self.dropout3(self.ff(self.norm3(y)))  # (B, T, E)
+        else:
+            a, w_self = self._sa(y, tgt_mask, self_cache, need_weights)  # (B, T, E)
+            y = self.norm1(y + a)  # (B, T, E)
+            c, w_cross = self._ca(y, memory, src_mask, cross_kv, need_weights)  # (B, T, E)
+            y = self.norm2(y + c)  # (B, T, E)
+            y = self.norm3(y + self.dropout3(self.ff(y)))  # (B, T, E)
+        return y, w_self, w_cross
+
+    def cross_kv(self, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Project the encoder output once into this layer's cross-attention keys and values.
+
+        Returns:
+            ``(k, v)``, each ``(B, H, S, D)``, as :class:`MultiHeadAttention` keeps them in a cache.
+        """
+        mha = self.cross_attn
+        k = split_heads(mha.k_proj(memory), mha.num_heads)  # (B, H, S, D)
+        v = split_heads(mha.v_proj(memory), mha.num_heads)  # (B, H, S, D)
+        return k, v
+
+    @torch.no_grad()
+    def load_from_torch(self, layer: nn.TransformerDecoderLayer) -> DecoderLayer:
+        """Copy the weights of an ``nn.TransformerDecoderLayer`` (same sizes and placement); returns self."""
+        if layer.norm_first != self.norm_first:
+            raise ValueError(f"norm_first mismatch: PyTorch layer {layer.norm_first}, this layer {self.norm_first}")
+        _check_activation_matches(layer, self.ff.activation)
+        self.self_attn.load_from_torch(layer.self_attn)
+        self.cross_attn.load_from_torch(layer.multihead_attn)
+        _copy_ff_and_norms(self, layer, n_norms=3)
+        return self
+
+
+@torch.no_grad()
+def _copy_ff_and_norms(ours: nn.Module, theirs: nn.Module, n_norms: int) -> None:
+    """Feed-forward and LayerNorm weights: ``linear1/linear2/norm1..n`` in PyTorch's layers."""
+    for name in ("linear1", "linear2"):
+        src, dst = getattr(theirs, name), getattr(ours.ff, name)
+        if src.weight.shape != dst.weight.shape:
+            theirs_shape, ours_shape = tuple(src.weight.shape), tuple(dst.weight.shape)
+            raise ValueError(f"{name} shape mismatch: PyTorch {theirs_shape}, ours {ours_shape}")
+        dst.weight.copy_(src.weight)
+        dst.bias.copy_(src.bias)
+    for i in range(1, n_norms + 1):
+        src, dst = getattr(theirs, f"norm{i}"), getattr(ours, f"norm{i}")
+        dst.weight.copy_(src.weight)
+        dst.bias.copy_(src.bias)
+        dst.eps = src.eps
+
+
+# ----------------------------------------------------------------------------------------------
+# stacks
+# ----------------------------------------------------------------------------------------------
+
+
+class Encoder(nn.Module):
+    """``N`` encoder layers (and, for pre-LN, a final LayerNorm)."""
+
+    def __init__(
+        self,
+        num_layers: int,
+        d_model: int,
+        num_heads: int,
+        dim_feedforward: int,
+        dropout: float = 0.0,
+        *,
+        norm_first: bool = True,
+        activation: str = "relu",
+        layer_norm_eps: float = 1e-5,
+    ) -> None:
+        super().__init__()
+        kw = dict(norm_first=norm_first, activation=activation, layer_norm_eps=layer_norm_eps)
+        self.layers = nn.ModuleList(
+            EncoderLayer(d_model, num_heads, dim_feedforward, dropout, **kw) for _ in range(num_layers)
+        )
+        # Pre-LN leaves the residual stream un-normalised; one LayerNorm at the end fixes its scale.
+        self.norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if norm_first else nn.Identity()
+
+    def forward(
+        self, x: torch.Tensor, src_mask: torch.Tensor | None = None, *, need_weights: bool = False
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """``x (B, S, E)`` -> ``(states (B, S, E), per-layer weights [(B, H, S, S)] if need_weights)``."""
+        maps = []
+        for layer in self.layers:
+            x, w = layer(x, src_mask, need_weights=need_weights)  # (B, S, E)
+            if w is not None:
+                maps.append(w)
+        return self.norm(x), maps  # (B, S, E)
+
+
+class Decoder(nn.Module):
+    """``N`` decoder layers (and, for pre-LN, a final LayerNorm)."""
+
+    def __init__(
+        self,
+        num_layers: int,
+        d_model: int,
+        num_heads: int,
+        dim_feedforward: int,
+        dropout: float = 0.0,
+        *,
+        norm_first: bool = True,
+        activation: str = "relu",
+        layer_norm_eps: float = 1e-5,
+    ) -> None:
+        super().__init__()
+        kw = dict(norm_first=norm_first, activation=activation, layer_norm_eps=layer_norm_eps)
+        self.layers = nn.ModuleList(
+            DecoderLayer(d_model, num_heads, dim_feedforward, dropout, **kw) for _ in range(num_layers)
+        )
+        self.norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if norm_first else nn.Identity()
+
+    def forward(
+        self,
+        y: torch.Tensor,
+        memory: torch.Tensor,
+        src_mask: torch.Tensor | None = None,
+        *,
+        caches: list[tuple[dict, tuple[torch.Tensor, torch.Tensor]]] | None = None,
+        need_weights: str | bool = False,
+    ) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
+        """Run all layers.
+
+        Args:
+            y: ``(B, T, E)`` embedded decoder input.
+            memory: ``(B, S, E)``; src_mask: ``(B, S)`` bool or ``None``.
+            caches: per layer ``(self_cache, cross_kv)`` for incremental decoding (see
+                :meth:`DecoderLayer.forward`).
+            need_weights: ``True`` = weights of every layer; ``"last"`` = of the last layer only (all
+                other layers stay on the fused fast path); ``False`` = none.
+
+        Returns:
+            ``(y (B, T, E), self weights [(B, H, T, t+T)], cross weights [(B, H, T, S)])``.
+        """
+        self_maps, cross_maps = [], []
+        n = len(self.layers)
+        for i, layer in enumerate(self.layers):
+            want = need_weights is True or (need_weights == "last" and i == n - 1)
+            self_cache, cross_kv = caches[i] if caches is not None else (None, None)
+            y, w_self, w_cross = layer(
+                y, memory, src_mask, self_cache=self_cache, cross_kv=cross_kv, need_weights=want
+            )  # (B, T, E)
+            if want:
+                self_maps.append(w_self)
+                cross_maps.append(w_cross)
+        return self.norm(y), self_maps, cross_maps  # (B, T, E)
+
+
+# ----------------------------------------------------------------------------------------------
+# the model
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """Configuration of :class:`Transformer` (frozen: a config is a value, saved beside checkpoints).
+
+    Attributes:
+        src_vocab_size, tgt_vocab_size: vocabulary sizes.
+        d_model: ``E``, width of every layer (even, divisible by ``num_heads``).
+        num_heads: ``H``.
+        num_encoder_layers, num_decoder_layers: ``N`` of each stack.
+        dim_feedforward: ``F``.
+        dropout: dropout on embeddings, attention weights, sublayer outputs and inside the FFN.
+        norm_first: pre-LN (``True``, the course's default) or post-LN (``False``, the 2017 paper).
+        positions: ``"sinusoidal"``, ``"learned"`` or ``"none"``.
+        max_len: ``P``: longest source, and most target positions (decoding steps), the model accepts.
+        activation: ``"relu"`` (the paper) or ``"gelu"``.
+        tie_embeddings: share the target embedding matrix with the output projection (as the paper).
+        layer_norm_eps: LayerNorm epsilon.
+    """
+
+    src_vocab_size: int
+    tgt_vocab_size: int
+    d_model: int = 128
+    num_heads: int = 4
+    num_encoder_layers: int = 2
+    num_decoder_layers: int = 2
+    dim_feedforward: int = 256
+    dropout: float = 0.0
+    norm_first: bool = True
+    positions: str = "sinusoidal"
+    max_len: int = 128
+    activation: str = "relu"
+    tie_embeddings: bool = False
+    layer_norm_eps: float = 1e-5
+
+    def __post_init__(self):
+        for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "num_heads", "dim_feedforward", "max_len"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        for name in ("num_encoder_layers", "num_decoder_layers"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.d_model % self.num_heads:
+            raise ValueError(f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}")
+        if self.positions not in POSITIONS:
+            raise ValueError(f"positions={self.positions!r}; expected one of {POSITIONS}")
+        if self.positions == "sinusoidal" and self.d_model % 2:
+            raise ValueError(f"sinusoidal positions need an even d_model, got {self.d_model}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation={self.activation!r}; expected one of {sorted(ACTIVATIONS)}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+
+
+class Transformer(nn.Module):
+    """Encoder-decoder Transformer speaking the course's decoding protocol (see module docstring).
+
+    ``model.use_cache`` (default ``True``) chooses how :meth:`step` decodes: with the key/value
+    cache, or by re-running the decoder over the whole prefix at every step.
+    """
+
+    def __init__(self, config: TransformerConfig):
+        super().__init__()
+        self.config = c = config
+        E = c.d_model
+        self.src_emb = nn.Embedding(c.src_vocab_size, E, padding_idx=PAD)
+        self.tgt_emb = nn.Embedding(c.tgt_vocab_size, E, padding_idx=PAD)
+        for emb in (self.src_emb, self.tgt_emb):
+            # Scaled by sqrt(E) in use, so the embeddings start at unit size, like the sinusoids.
+            nn.init.normal_(emb.weight, std=E**-0.5)
+            with torch.no_grad():
+                emb.weight[PAD].zero_()
+        self.src_pos = PositionalEncoding(c.positions, E, c.max_len)
+        self.tgt_pos = PositionalEncoding(c.positions, E, c.max_len)
+        self.drop = nn.Dropout(c.dropout)
+        kw = dict(norm_first=c.norm_first, activation=c.activation, layer_norm_eps=c.layer_norm_eps)
+        self.encoder = Encoder(c.num_encoder_layers, E, c.num_heads, c.dim_feedforward, c.dropout, **kw)
+        self.decoder = Decoder(c.num_decoder_layers, E, c.num_heads, c.dim_feedforward, c.dropout, **kw)
+        if c.tie_embeddings:
+            # A bias of its own; the weight is tgt_emb.weight (one tensor, saved once).
+            self.out_bias = nn.Parameter(torch.zeros(c.tgt_vocab_size))
+        else:
+            self.out = nn.Linear(E, c.tgt_vocab_size)
+        self.use_cache = True
+
+    # ----------------------------------------------------------------- checks and helpers
+    def _device(self) -> torch.device:
+        return self.src_emb.weight.device
+
+    def _check_ids(self, name: str, x: torch.Tensor, dims: int) -> None:
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(x).__name__}")
+        if x.dim() != dims:
+            want = "(B, S)" if name == "src" else "(B, T)" if dims == 2 else "(B,)"
+            raise ValueError(f"{name} must be {want} token ids, got shape {tuple(x.shape)}")
+        if x.dtype.is_floating_point or x.dtype == torch.bool:
+            raise TypeError(f"{name} must hold integer token ids, got dtype {x.dtype}")
+        if x.device != self._device():
+            raise ValueError(
+                f"{name} is on {x.device} but the model is on {self._device()}; move one of them "
+                f"(e.g. {name}.to(next(model.parameters()).device))"
+            )
+
+    def _embed(self, emb: nn.Embedding, pos: PositionalEncoding, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        x = emb(ids) * math.sqrt(self.config.d_model)  # (B, L, E)
+        return self.drop(pos(x, offset))  # (B, L, E)
+
+    def _logits(self, y: torch.Tensor) -> torch.Tensor:
+        if self.config.tie_embeddings:
+            return F.linear(y, self.tgt_emb.weight, self.out_bias)  # (..., V)
+        return self.out(y)  # (..., V)
+
+    @contextlib.contextmanager
+    def kv_cache(self, enabled: bool) -> Iterator[Transformer]:
+        """``with model.kv_cache(False): ...`` decodes without the cache inside the block."""
+        before, self.use_cache = self.use_cache, bool(enabled)
+        try:
+            yield self
+        finally:
+            self.use_cache = before
+
+    # ----------------------------------------------------------------- encoder
+    def _encode(self, src: torch.Tensor, need_weights: bool = False):
+        self._check_ids("src", src, 2)
+        B, S = src.shape
+        if S == 0:
+            raise ValueError(f"src has no positions (shape {tuple(src.shape)}): every sentence needs a token")
+        self.src_pos.check_length(S, f"the source (shape {tuple(src.shape)})")
+        mask = src != PAD  # (B, S)
+        if not bool(mask.any(1).all()):
+            raise ValueError("every source sentence needs at least one token (found an all-padding row)")
+        x = self._embed(self.src_emb, self.src_pos, src)  # (B, S, E)
+        states, maps = self.encoder(x, mask, need_weights=need_weights)  # (B, S, E)
+        return states, mask, maps
+
+    def encode(self, src: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Run the encoder and prepare everything the decoder reuses at every step.
+
+        Args:
+            src: ``(B, S)`` source ids, padded with ``PAD`` on the right.
+
+        Returns:
+            memory dict of batch-first tensors: ``states (B, S, E)``, ``mask (B, S)`` bool and, per
+            decoder layer ``i``, the cross-attention keys/values ``cross_k{i}``, ``cross_v{i}``
+            ``(B, H, S, D)``, projected once here instead of at every step.
+        """
+        states, mask, _ = self._encode(src)
+        memory = {"states": states, "mask": mask}
+        for i, layer in enumerate(self.decoder.layers):
+            memory[f"cross_k{i}"], memory[f"cross_v{i}"] = layer.cross_kv(states)  # (B, H, S, D) each
+        return memory
+
+    # ----------------------------------------------------------------- decoding protocol
+    def init_state(self, memory: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Empty decoder state: per layer a key/value cache ``self_k{i}``, ``self_v{i}`` ``(B, H, 0, D)``.
+
+        With ``use_cache = False`` the state is the decoded prefix ``ys (B, 0)`` instead.
+        """
+        states = memory["states"]  # (B, S, E)
+        B = states.shape[0]
+        if not self.use_cache:
+            return {"ys": torch.zeros(B, 0, dtype=torch.long, device=states.device)}  # (B, 0)
+        c = self.config
+        D = c.d_model // c.num_heads
+        empty = states.new_zeros(B, c.num_heads, 0, D)  # (B, H, 0, D)
+        state = {}
+        for i in range(c.num_decoder_layers):
+            state[f"self_k{i}"], state[f"self_v{i}"] = empty, empty
+        return state
+
+    def step(
+        self, memory: dict[str, torch.Tensor], state: dict[str, torch.Tensor], y_prev: torch.Tensor, t: int
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
+        """One decoding step.
+
+        Args:
+            memory: output of :meth:`encode`.
+            state: from :meth:`init_state` or the previous step (not modified).
+            y_prev: ``(B,)`` previous target token ids (``BOS`` at ``t = 0``).
+            t: step index = position of ``y_prev`` in the target.
+
+        Returns:
+            ``(logits (B, V), new state, attn (B, S))``; ``attn`` is the last decoder layer's
+            cross-attention for this step, averaged over heads.
+        """
+        self._check_ids("y_prev", y_prev, 1)
+        if y_prev.shape[0] != memory["states"].shape[0]:
+            raise ValueError(f"y_prev has {y_prev.shape[0]} rows but the memory has {memory['states'].shape[0]}")
+        self.tgt_pos.check_length(t + 1, f"the target (decoding step t={t})")
+        if "ys" in state:  # no cache: re-run the decoder over the whole prefix
+            ys = torch.cat([state["ys"], y_prev.unsqueeze(1)], dim=1)  # (B, t+1)
+            y = self._embed(self.tgt_emb, self.tgt_pos, ys)  # (B, t+1, E)
+            y, _, cross = self.decoder(y, memory["states"], memory["mask"], need_weights="last")  # (B, t+1, E)
+            logits = self._logits(y[:, -1])  # (B, V)
+            return logits, {"ys": ys}, cross[-1][:, :, -1].mean(1)  # (B, V), ..., (B, S)
+        caches, new_state = [], {}
+        for i in range(self.config.num_decoder_layers):
+            self_cache = {"k": state[f"self_k{i}"], "v": state[f"self_v{i}"]}  # (B, H, t, D) each
+            caches.append((self_cache, (memory[f"cross_k{i}"], memory[f"cross_v{i}"])))  # (B, H, S, D) each
+        y = self._embed(self.tgt_emb, self.tgt_pos, y_prev.unsqueeze(1), offset=t)  # (B, 1, E)
+        y, _, cross = self.decoder(y, memory["states"], memory["mask"], caches=caches, need_weights="last")  # (B, 1, E)
+        for i, (self_cache, _) in enumerate(caches):
+            new_state[f"self_k{i}"], new_state[f"self_v{i}"] = self_cache["k"], self_cache["v"]  # (B, H, t+1, D)
+        logits = self._logits(y[:, 0])  # (B, V)
+        return logits, new_state, cross[-1][:, :, 0].mean(1)  # (B, V), ..., (B, S)
+
+    # ----------------------------------------------------------------- training
+    def _check_pair(self, src: torch.Tensor, tgt_in: torch.Tensor) -> None:
+        self._check_ids("src", src, 2)
+        self._check_ids("tgt_in", tgt_in, 2)
+        if tgt_in.shape[0] != src.shape[0]:
+            raise ValueError(f"tgt_in must be (B={src.shape[0]}, T), got shape {tuple(tgt_in.shape)}")
+        if tgt_in.shape[1] == 0:
+            raise ValueError(f"tgt_in is empty (shape {tuple(tgt_in.shape)}, T = 0): the decoder needs at least <bos>")
+        self.tgt_pos.check_length(tgt_in.shape[1], f"the target (tgt_in of shape {tuple(tgt_in.shape)})")
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, *, return_attention: bool = False):
+        """Score a batch of target sequences, all positions in parallel (teacher forcing).
+
+        Args:
+            src: ``(B, S)`` source ids.
+            tgt_in: ``(B, T)`` decoder inputs (``<bos>`` + target), ``T >= 1``.
+            return_attention: also return the last decoder layer's cross-attention, averaged over
+                heads (as the RNN models return theirs, for alignment agreement and plots).
+
+        Returns:
+            ``logits (B, T, V)``, or ``(logits, attn (B, T, S))`` when ``return_attention``.
+        """
+        self._check_pair(src, tgt_in)
+        states, mask, _ = self._encode(src)  # (B, S, E), (B, S)
+        y = self._embed(self.tgt_emb, self.tgt_pos, tgt_in)  # (B, T, E)
+        y, _, cross = self.decoder(y, states, mask, need_weights="last" if return_attention else False)  # (B, T, E)
+        logits = self._logits(y)  # (B, T, V)
+        if not return_attention:
+            return logits
+        return logits, cross[-1].mean(1)  # (B, T, V), (B, T, S)
+
+    @torch.no_grad()
+    def attention_maps(self, src: torch.Tensor, tgt_in: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Every attention map of the model for a batch (gold target prefix fed in).
+
+        Args:
+            src: ``(B, S)``; tgt_in: ``(B, T)``.
+
+        Returns:
+            ``{"encoder": (B, N_enc, H, S, S), "decoder": (B, N_dec, H, T, T), "cross": (B, N_dec, H, T, S)}``;
+            ``maps["cross"][b]`` is the ``(layers, heads, T, S)`` stack the head viewer takes.
+        """
+        was_training = self.training
+        self.eval()
+        try:
+            self._check_pair(src, tgt_in)
+            states, mask, enc_maps = self._encode(src, need_weights=True)  # (B, S, E)
+            y = self._embed(self.tgt_emb, self.tgt_pos, tgt_in)  # (B, T, E)
+            _, self_maps, cross_maps = self.decoder(y, states, mask, need_weights=True)
+        finally:
+            self.train(was_training)
+        return {
+            "encoder": torch.stack(enc_maps, dim=1),  # (B, N, H, S, S)
+            "decoder": torch.stack(self_maps, dim=1),  # (B, N, H, T, T)
+            "cross": torch.stack(cross_maps, dim=1),  # (B, N, H, T, S)
+        }
+
+
+def _register() -> None:
+    from .checkpoint import register_model
+
+    register_model("transformer", Transformer, TransformerConfig)
+
+
+_register()

@@ -1,0 +1,46 @@
+"""The two shared plot helpers draw what they are given and refuse mismatched labels."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from attnlab.plots import plot_attention, plot_attention_grid, plot_metric_by_length  # noqa: E402
+
+
+def test_heatmap_draws_the_matrix_and_gold_dots():
+    w = torch.softmax(torch.randn(3, 4), -1)
+    ax = plot_attention(w, list("abcd"), list("xyz"), gold=[(0,), (2, 3), ()], title="t")
+    np.testing.assert_allclose(ax.images[0].get_array(), w.numpy())
+    assert [t.get_text() for t in ax.get_xticklabels()] == list("abcd")
+    assert len(ax.collections[0].get_offsets()) == 3  # three gold points
+    plt.close("all")
+
+
+def test_heatmap_label_errors():
+    with pytest.raises(ValueError, match="src_tokens has 3 labels but the weights have S=4"):
+        plot_attention(np.ones((2, 4)), list("abc"), list("xy"))
+    with pytest.raises(ValueError, match=r"must be \(T, S\)"):
+        plot_attention(np.ones((2, 2, 2)))
+
+
+def test_grid_has_rows_times_cols_panels():
+    fig = plot_attention_grid(np.random.rand(2, 3, 4, 5), row_labels=["enc", "dec"])
+    assert len(fig.axes) == 6 and fig.axes[3].get_ylabel() == "dec"
+    with pytest.raises(ValueError, match=r"\(R, C, T, S\)"):
+        plot_attention_grid(np.ones((2, 4, 5)))
+    plt.close("all")
+
+
+def test_metric_by_length_plots_every_model():
+    res = {"1-10": {"bleu": 90.0}, "11-20": {"bleu": 50.0}}
+    ax = plot_metric_by_length({"a": {"by_bucket": res}, "b": {"by_bucket": res}}, "bleu", anchors={"paper": 26.75})
+    assert len(ax.get_lines()) == 3 and list(ax.get_lines()[0].get_ydata()) == [90.0, 50.0]
+    with pytest.raises(ValueError, match="no 'by_bucket'"):
+        plot_metric_by_length({"a": {}})
+    with pytest.raises(ValueError, match="empty"):
+        plot_metric_by_length({})
+    plt.close("all")
