@@ -106,8 +106,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             res["load_average"] = {"before": round(before, 2), "after": round(after, 2)}
             res["cpu_count"] = os.cpu_count()
-            _, path = experiments.paths(name, shipped=True)
+            ckpt, path = experiments.paths(name, shipped=True)
             path.write_text(json.dumps(res, indent=1) + "\n")
+            meta_path = ckpt.with_suffix(".json")  # keep the checkpoint's copy of the metrics in step
+            meta = json.loads(meta_path.read_text())
+            meta["metrics"] = res
+            meta_path.write_text(json.dumps(meta, indent=1) + "\n")
             print(
                 f"    BLEU {res['bleu']:.2f}, 31-40 {res['by_bucket']['31-40']['bleu']:.2f}, "
                 f"{res['train_steps']} steps, {res['tokens_per_second']:.0f} tok/s, "
