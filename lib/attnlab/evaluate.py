@@ -27,13 +27,11 @@ import json
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import sacrebleu
 import torch
 
-from .checkpoint import data_dir
 from .data import BUCKET_NAMES, CORPUS_VERSION, EOS, PAD, Pair, Vocab, bucket_name, collate, encode_pairs
 from .decoding import beam_search
 
@@ -43,9 +41,6 @@ __all__ = [
     "translate",
     "alignment_agreement",
     "evaluate_model",
-    "results_path",
-    "write_results",
-    "read_results",
     "count_params",
 ]
 
@@ -231,27 +226,6 @@ def evaluate_model(
         corpus_version=CORPUS_VERSION,
     )
     return res
-
-
-def results_path(name: str) -> Path:
-    """``data/results/<name>.json``."""
-    return data_dir() / "results" / f"{name}.json"
-
-
-def write_results(name: str, results: dict) -> Path:
-    """Write a results dict to ``data/results/<name>.json`` (keys kept in insertion order)."""
-    path = results_path(name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(results, indent=1) + "\n")
-    return path
-
-
-def read_results(name: str) -> dict:
-    """Read ``data/results/<name>.json``; a clear error when the model was never trained."""
-    path = results_path(name)
-    if not path.exists():
-        raise FileNotFoundError(f"no results for {name!r} at {path}: train the model (see README) first")
-    return json.loads(path.read_text())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
