@@ -76,3 +76,13 @@ def test_train_threads(monkeypatch):
     with num_threads(1):
         assert torch.get_num_threads() == 1
     assert torch.get_num_threads() == before
+
+
+def test_cpu_baseline_is_not_narrower_than_the_attention_models():
+    # Lesson 02 argues that attention wins against a baseline with at least as much capacity.
+    base = experiments.preset("rnn_noattn", "cpu")
+    for name in ("bahdanau", "luong_dot"):
+        exp = experiments.preset(name, "cpu")
+        assert base.model["hid_dim"] >= exp.model["hid_dim"]
+        for field in ("seconds", "bs", "lr", "label_smoothing"):
+            assert getattr(base, field) == getattr(exp, field), field
