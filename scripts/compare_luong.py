@@ -7,11 +7,11 @@ Usage::
 Each variant (``luong_dot``, ``luong_general``, ... see :data:`VARIANTS`) is trained one after the
 other through :func:`attnlab.experiments.run` with its preset, for **twice** the preset's budget
 (240 s on the cpu profile: the "longer runs" that lesson 03 shows beside its short live ones;
-``--seconds`` sets another budget, for every variant alike), evaluated on the 2000-sentence test split and written to
-``data/checkpoints/<name>.*`` and ``data/results/<name>.json`` (``ship=True``). In the results
-JSON, ``produced_by`` names this script, and two fields are added: ``load_average`` (the 1-minute
-load before and after training, because a time budget buys fewer steps on a busy machine) and
-``cpu_count``.
+``--seconds`` sets another budget, for every variant alike), evaluated on the 2000-sentence test
+split and written to ``data/checkpoints/<name>.*`` and ``data/results/<name>.json``
+(``ship=True``). In the results JSON, ``produced_by`` names this script, and two fields are added:
+``load_average`` (the 1-minute load before and after training, because a time budget buys fewer
+steps on a busy machine) and ``cpu_count``.
 
 At the end a comparison table is printed, with the Bahdanau and no-attention rows of lessons
 01-02 (shipped results when present, else the learner's live runs, labelled as such).

@@ -450,8 +450,10 @@ def _copy_ff_and_norms(ours: nn.Module, theirs: nn.Module, n_norms: int) -> None
 # ----------------------------------------------------------------------------------------------
 
 
-class Encoder(nn.Module):
-    """``N`` encoder layers (and, for pre-LN, a final LayerNorm)."""
+class _Stack(nn.Module):
+    """``N`` copies of ``layer_cls`` (and, for pre-LN, a final LayerNorm); shared by both stacks."""
+
+    layer_cls: type[nn.Module]
 
     def __init__(
         self,
@@ -468,10 +470,16 @@ class Encoder(nn.Module):
         super().__init__()
         kw = dict(norm_first=norm_first, activation=activation, layer_norm_eps=layer_norm_eps)
         self.layers = nn.ModuleList(
-            EncoderLayer(d_model, num_heads, dim_feedforward, dropout, **kw) for _ in range(num_layers)
+            self.layer_cls(d_model, num_heads, dim_feedforward, dropout, **kw) for _ in range(num_layers)
         )
         # Pre-LN leaves the residual stream un-normalised; one LayerNorm at the end fixes its scale.
         self.norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if norm_first else nn.Identity()
+
+
+class Encoder(_Stack):
+    """``N`` encoder layers (and, for pre-LN, a final LayerNorm)."""
+
+    layer_cls = EncoderLayer
 
     def forward(
         self, x: torch.Tensor, src_mask: torch.Tensor | None = None, *, need_weights: bool = False
@@ -485,27 +493,10 @@ class Encoder(nn.Module):
         return self.norm(x), maps  # (B, S, E)
 
 
-class Decoder(nn.Module):
+class Decoder(_Stack):
     """``N`` decoder layers (and, for pre-LN, a final LayerNorm)."""
 
-    def __init__(
-        self,
-        num_layers: int,
-        d_model: int,
-        num_heads: int,
-        dim_feedforward: int,
-        dropout: float = 0.0,
-        *,
-        norm_first: bool = True,
-        activation: str = "relu",
-        layer_norm_eps: float = 1e-5,
-    ) -> None:
-        super().__init__()
-        kw = dict(norm_first=norm_first, activation=activation, layer_norm_eps=layer_norm_eps)
-        self.layers = nn.ModuleList(
-            DecoderLayer(d_model, num_heads, dim_feedforward, dropout, **kw) for _ in range(num_layers)
-        )
-        self.norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if norm_first else nn.Identity()
+    layer_cls = DecoderLayer
 
     def forward(
         self,
