@@ -1,20 +1,24 @@
 # Attention Lab: two commands set everything up on a fresh machine.
 #   make lab   -> venv + install + kernel, then JupyterLab on notebooks/
 #   make test  -> venv + install + kernel, then ruff, pytest, nbval
+# Installs are pinned by constraints.txt (the versions the course was tested with);
+# `make upgrade-check` tries the newest versions in a scratch venv and runs the unit tests.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.attnlab-installed
+CONSTRAINTS := constraints.txt
+UPGRADE_VENV ?= /tmp/attnlab-upgrade
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: setup lab test lint unit notebooks lesson bench checkpoints clean-corpus
+.PHONY: setup lab test lint unit notebooks lesson bench checkpoints clean-corpus constraints upgrade-check
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -c $(CONSTRAINTS) -e '.[dev]'
 	$(PY) -m ipykernel install --sys-prefix --name attnlab --display-name "Attention Lab" >/dev/null
 	@touch $(STAMP)
 
@@ -44,9 +48,35 @@ lesson: setup
 bench: setup
 	$(PY) benchmarks/bench_mha.py
 
-# Retrain every shipped model and rewrite data/checkpoints + data/results.
+# Retrain every shipped model (both pairs) and rewrite data/checkpoints + data/results, then the
+# fixture of tests/test_shipped_models.py and the README table. Hours on the cpu profile. The lesson
+# models get the lessons' budget; the Luong variants get compare_luong.py's longer one.
+SHIPPED_MODELS := rnn_noattn bahdanau transformer
 checkpoints: setup
-	$(PY) -m attnlab.experiments all
+	$(PY) -m attnlab.experiments $(SHIPPED_MODELS) --pair fr --ship --curve-every 100
+	$(PY) -m attnlab.experiments $(SHIPPED_MODELS) --pair ko --ship --curve-every 100
+	$(PY) scripts/compare_luong.py --pair fr ko --jobs 2
+	$(PY) scripts/make_shipped_fixture.py
+	$(PY) -m attnlab.report --readme
 
 clean-corpus:
 	rm -rf data/corpus
+
+# Rewrite constraints.txt from what the course venv has installed (after a tested upgrade).
+constraints: setup
+	{ sed -n '/^#/p' $(CONSTRAINTS); $(VENV)/bin/pip freeze --exclude-editable | grep -v -i '^attnlab[= ]' | grep -v '^#'; } > $(CONSTRAINTS).new
+	mv $(CONSTRAINTS).new $(CONSTRAINTS)
+
+# What would break next year: the newest releases (no constraints.txt) in a scratch venv, then the
+# unit tests. Prints each version that differs from the pins, then pytest's summary of failures;
+# exits non-zero when a test fails. Downloads a few GB; the course venv is left alone.
+upgrade-check:
+	rm -rf $(UPGRADE_VENV)
+	$(PYTHON) -m venv $(UPGRADE_VENV)
+	$(UPGRADE_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(UPGRADE_VENV)/bin/python -m pip install --quiet --upgrade --upgrade-strategy eager -e '.[dev]'
+	$(UPGRADE_VENV)/bin/pip freeze --exclude-editable > $(UPGRADE_VENV)/freeze.txt
+	@echo "Versions that differ from $(CONSTRAINTS) (pinned -> newest):"
+	@$(UPGRADE_VENV)/bin/python -c 'import sys; r = lambda p: dict(l.strip().split("==", 1) for l in open(p) if "==" in l and l[0] != "#"); a, b = r(sys.argv[1]), r(sys.argv[2]); [print("  %s: %s -> %s" % (k, a.get(k, "-"), b.get(k, "-"))) for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)]' $(CONSTRAINTS) $(UPGRADE_VENV)/freeze.txt
+	@echo "Unit tests with the newest versions:"
+	$(UPGRADE_VENV)/bin/python -m pytest tests -q -p no:cacheprovider -rfE --tb=line

@@ -16,9 +16,10 @@ import os
 
 import torch
 
-from attnlab.data import build_vocabs, load_splits
+from attnlab.corpus import load_splits
 from attnlab.evaluate import translate
 from attnlab.experiments import load_trained
+from attnlab.vocab import build_vocabs
 
 
 def run(name: str = "transformer", limit: int | None = None, bs: int = 250, beam: int = 1) -> dict:

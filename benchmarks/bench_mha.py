@@ -1,7 +1,10 @@
 """Forward+backward time of multi-head self-attention on CPU: PyTorch vs attnlab's two paths.
 
 Run: ``python benchmarks/bench_mha.py`` (defaults: batch 32, length 128, width 256, 8 heads,
-2 threads). Prints the median time of each variant and its ratio to ``nn.MultiheadAttention``.
+2 threads; ``--causal`` and ``--padding`` add masks). Prints the median time of each variant and
+its ratio to ``nn.MultiheadAttention``. Both modules get the same masks, each in its own
+convention: ours ``key_keep`` (``True`` = real token), PyTorch's ``key_padding_mask`` (``True`` =
+padding, converted with :func:`attnlab.masks.to_nn_mha_mask`).
 Targets: fast path <= 1.1x, weights path <= 2x ``nn.MultiheadAttention`` (need_weights=False,
 PyTorch's own fast configuration). This is a measurement, not a test: nothing asserts on time.
 """
@@ -17,7 +20,7 @@ import torch
 from torch import nn
 
 from attnlab.attention import MultiHeadAttention
-from attnlab.masks import causal_mask, to_nn_mha_mask
+from attnlab.masks import causal_mask, padding_mask, to_nn_mha_mask
 
 
 def _fwd_bwd_seconds(fn: Callable[[], torch.Tensor], params: list[torch.Tensor]) -> float:
@@ -52,6 +55,7 @@ def run(
     heads: int = 8,
     *,
     causal: bool = False,
+    padding: bool = False,
     warmup: int = 3,
     repeats: int = 10,
     seed: int = 0,
@@ -63,22 +67,25 @@ def run(
     x = torch.randn(batch, length, width, requires_grad=True)  # (B, L, E)
     ours_mask = causal_mask(length) if causal else None  # (L, L) True = attend
     theirs_mask = to_nn_mha_mask(ours_mask)  # (L, L) True = blocked
+    lengths = torch.randint(length // 2, length + 1, (batch,)) if padding else None  # (B,)
+    key_keep = padding_mask(lengths, length) if padding else None  # (B, L) True = real token
+    key_padding_mask = to_nn_mha_mask(key_keep)  # (B, L) True = padding
 
     variants: dict[str, tuple[Callable[[], torch.Tensor], list[torch.Tensor]]] = {
         "nn.MultiheadAttention (need_weights=False)": (
-            lambda: theirs(x, x, x, attn_mask=theirs_mask, need_weights=False)[0],
+            lambda: theirs(x, x, x, attn_mask=theirs_mask, key_padding_mask=key_padding_mask, need_weights=False)[0],
             [x, *theirs.parameters()],
         ),
         "nn.MultiheadAttention (need_weights=True)": (
-            lambda: theirs(x, x, x, attn_mask=theirs_mask, need_weights=True)[0],
+            lambda: theirs(x, x, x, attn_mask=theirs_mask, key_padding_mask=key_padding_mask, need_weights=True)[0],
             [x, *theirs.parameters()],
         ),
         "attnlab fast path (need_weights=False)": (
-            lambda: ours(x, x, x, is_causal=causal, need_weights=False)[0],
+            lambda: ours(x, x, x, key_keep=key_keep, is_causal=causal, need_weights=False)[0],
             [x, *ours.parameters()],
         ),
         "attnlab weights path (need_weights=True)": (
-            lambda: ours(x, x, x, is_causal=causal, need_weights=True)[0],
+            lambda: ours(x, x, x, key_keep=key_keep, is_causal=causal, need_weights=True)[0],
             [x, *ours.parameters()],
         ),
     }
@@ -104,11 +111,12 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--causal", action="store_true", help="also apply a causal mask")
+    parser.add_argument("--padding", action="store_true", help="also pad the batch to random lengths")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, B={args.batch} L={args.length} "
-        f"E={args.width} H={args.heads} causal={args.causal}, "
+        f"E={args.width} H={args.heads} causal={args.causal} padding={args.padding}, "
         f"median of {args.repeats} (after {args.warmup} warmups)"
     )
     results = run(
@@ -117,6 +125,7 @@ def main() -> None:
         args.width,
         args.heads,
         causal=args.causal,
+        padding=args.padding,
         warmup=args.warmup,
         repeats=args.repeats,
     )

@@ -1,34 +1,39 @@
-"""Train every Luong variant of lesson 03 with the same budget and ship the results.
+"""Train every Luong variant of lesson 03 on both language pairs, with several seeds, and ship the results.
 
 Usage::
 
-    python scripts/compare_luong.py [--profile cpu|gpu] [--seconds N] [--only NAME ...] [--table-only]
+    python scripts/compare_luong.py [--pair fr ko] [--seeds 0 1 2] [--steps N] [--jobs 2]
+                                    [--curve-every 100] [--only NAME ...] [--table-only]
 
-Each variant (``luong_dot``, ``luong_general``, ... see :data:`VARIANTS`) is trained one after the
-other through :func:`attnlab.experiments.run` with its preset, for **twice** the preset's budget
-(240 s on the cpu profile: the "longer runs" that lesson 03 shows beside its short live ones;
-``--seconds`` sets another budget, for every variant alike), evaluated on the 2000-sentence test
-split and written to ``data/checkpoints/<name>.*`` and ``data/results/<name>.json``
-(``ship=True``). In the results JSON, ``produced_by`` names this script, and two fields are added:
-``load_average`` (the 1-minute load before and after training, because a time budget buys fewer
-steps on a busy machine) and ``cpu_count``.
+Each variant (``luong_dot``, ``luong_general``, ... see :data:`VARIANTS`) is trained through
+:func:`attnlab.experiments.run` with its preset and the **lesson's budget** (the preset's steps,
+the same for every variant; ``--steps`` sets another), once per seed and pair. A step budget makes
+the runs independent of the machine's load, so ``--jobs`` runs several at once (one thread each).
 
-At the end a comparison table is printed, with the Bahdanau and no-attention rows of lessons
-01-02 (shipped results when present, else the learner's live runs, labelled as such).
-``--table-only`` prints the table from the stored results without training anything.
+* Seed 0 of each variant is **shipped**: ``data/checkpoints/<name>.*`` and ``data/results/<name>.json``
+  (``<name>`` gets the suffix ``_ko`` for English->Korean), which lesson 03 and the README read.
+* Every seed, seed 0 included, goes into one summary per pair,
+  ``data/results/comparisons/luong_<pair>.json``: per variant the figures of each seed, their mean
+  and standard deviation, and a **learning curve** (BLEU and exact match on 31-40 tokens every
+  ``--curve-every`` steps, from weight snapshots of the same run). A difference between two
+  variants is a difference only when it exceeds their spread.
+
+At the end a table is printed per pair (mean +- sd over the seeds). ``--table-only`` prints it
+from the stored summaries without training anything. On the 2-core course machine the default
+(7 variants x 3 seeds x 2 pairs at 1,000 steps, 2 jobs) takes about 50 minutes.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
+import statistics
 import sys
 import time
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 
-from attnlab import experiments
-from attnlab.data import build_vocabs, load_splits
+from attnlab import experiments, results
 
 VARIANTS = (
     "luong_dot",
@@ -40,83 +45,153 @@ VARIANTS = (
     "luong_local_p",
 )
 BASELINES = ("bahdanau", "rnn_noattn")
-LONGER = 2  # the shipped comparison trains each variant for this multiple of the preset's budget
+# The figures summarised over seeds: name in the summary -> how to read it from a results dict.
+FIGURES = {
+    "bleu": lambda r: r["bleu"],
+    "chrf": lambda r: r.get("chrf"),
+    "exact_match": lambda r: r["exact_match"],
+    "bleu_31_40": lambda r: r["by_bucket"]["31-40"]["bleu"],
+    "em_31_40": lambda r: r["by_bucket"]["31-40"]["exact_match"],
+    "aer": lambda r: r.get("aer"),
+    "align_content": lambda r: r.get("align_content"),
+    "train_seconds": lambda r: r["train_seconds"],
+}
+
+_DATA: dict[str, tuple] = {}  # pair -> (splits, src_vocab, tgt_vocab), per worker process
 
 
-def load_result(name: str) -> tuple[dict | None, str]:
-    """The shipped results of ``name``, else its live run; ``(None, "missing")`` when neither exists."""
-    for shipped, label in ((True, "shipped"), (False, "live run")):
-        _, path = experiments.paths(name, shipped)
-        if path.exists():
-            return json.loads(path.read_text()), label
-    return None, "missing"
+def _data(pair: str):
+    if pair not in _DATA:
+        from attnlab.corpus import load_splits
+        from attnlab.vocab import build_vocabs
+
+        splits = load_splits(target=pair)
+        _DATA[pair] = (splits, *build_vocabs(splits))
+    return _DATA[pair]
 
 
-def table(names: Sequence[str]) -> str:
-    """A plain-text comparison table of the stored results of ``names`` (best BLEU first)."""
-    rows = []
-    for name in names:
-        res, source = load_result(name)
-        if res is None:
-            rows.append((float("-inf"), f"{name:18s} (no results yet)"))
-            continue
-        load = res.get("load_average")
-        load_txt = f"{load['before']:.1f}/{load['after']:.1f}" if load else "?"
-        align = res.get("align_content")
-        rows.append(
-            (
-                res["bleu"],
-                f"{name:18s} {res['bleu']:6.2f} {res['by_bucket']['31-40']['bleu']:7.2f} "
-                f"{'    -' if align is None else f'{align:5.3f}'} {res['params']:8d} "
-                f"{res['tokens_per_second']:7.0f} {res['train_steps']:6d} {res['train_seconds']:6.0f} "
-                f"{res['profile']:>4s} {load_txt:>9s}  {source} ({res['produced_by']}, {res['date']})",
-            )
-        )
-    head = (
-        f"{'variant':18s} {'BLEU':>6s} {'31-40':>7s} {'align':>5s} {'params':>8s} {'tok/s':>7s} {'steps':>6s} "
-        f"{'train':>6s} {'prof':>4s} {'load b/a':>9s}  source"
+def train_one(name: str, pair: str, seed: int, steps: int | None, curve_every: int, profile: str | None) -> dict:
+    """Train one variant on one pair with one seed; ship it when ``seed == 0``; return its results."""
+    budget = f" --steps {steps}" if steps is not None else ""
+    _, res = experiments.run(
+        name,
+        pair=pair,
+        profile=profile,
+        steps=steps,
+        curve_every=curve_every,
+        progress=False,
+        ship=True,
+        save=seed == 0,
+        seed=seed,
+        data=_data(pair),
+        produced_by=f"python scripts/compare_luong.py --pair {pair} --seeds {seed}{budget}",
     )
-    return "\n".join([head, "-" * len(head), *[r for _, r in sorted(rows, key=lambda r: -r[0])]])
+    return res
+
+
+def summarise(runs: Sequence[dict]) -> dict:
+    """Per-seed figures, their mean and sample standard deviation, and the mean learning curve."""
+    out = {"seeds": [r["seed"] for r in runs], "runs": {}, "mean": {}, "sd": {}}
+    for key, get in FIGURES.items():
+        values = [get(r) for r in runs]
+        out["runs"][key] = values
+        if all(v is not None for v in values):
+            out["mean"][key] = statistics.fmean(values)
+            out["sd"][key] = statistics.stdev(values) if len(values) > 1 else 0.0
+    curves = [r["learning_curve"] for r in runs if r.get("learning_curve")]
+    if curves:
+        steps = [c["step"] for c in curves[0]]
+        if all([c["step"] for c in curve] == steps for curve in curves):
+            out["curve"] = {
+                "step": steps,
+                **{
+                    k: [statistics.fmean(c[i][k] for c in curves) for i in range(len(steps))]
+                    for k in ("bleu", "exact_match")
+                },
+                **{
+                    f"{k}_sd": [
+                        statistics.stdev(c[i][k] for c in curves) if len(curves) > 1 else 0.0 for i in range(len(steps))
+                    ]
+                    for k in ("bleu", "exact_match")
+                },
+            }
+    first = runs[0]
+    out.update(
+        params=first["params"], train_steps=first["train_steps"], budget=first.get("budget"), profile=first["profile"]
+    )
+    return out
+
+
+def table(pair: str) -> str:
+    """A plain-text table of the summary of ``pair`` (mean +- sd over seeds, best BLEU first)."""
+    try:
+        summary = results.read_comparison(f"luong_{pair}")
+    except FileNotFoundError as exc:
+        return str(exc)
+    cols = ("bleu", "chrf", "em_31_40", "bleu_31_40", "aer")
+    head = f"{'variant':18s} " + " ".join(f"{c:>15s}" for c in cols) + f" {'params':>8s} {'steps':>6s}"
+    rows = []
+    for name, s in sorted(summary["variants"].items(), key=lambda kv: -kv[1]["mean"]["bleu"]):
+        cells = [f"{s['mean'][c]:8.3f} ±{s['sd'][c]:6.3f}" if c in s["mean"] else f"{'-':>15s}" for c in cols]
+        rows.append(f"{name:18s} " + " ".join(cells) + f" {s['params']:8d} {s['train_steps']:6d}")
+    title = f"English->{'French' if pair == 'fr' else 'Korean'}: {len(summary['seeds'])} seeds {summary['seeds']}"
+    return "\n".join([title, head, "-" * len(head), *rows])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python scripts/compare_luong.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pair", nargs="+", choices=experiments.PAIRS, default=list(experiments.PAIRS))
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    ap.add_argument("--steps", type=int, help="training budget in steps for every variant (default: the preset's)")
+    ap.add_argument("--curve-every", type=int, default=100, help="steps between learning-curve points")
+    ap.add_argument("--jobs", type=int, default=2, help="runs at once (one thread each)")
     ap.add_argument("--profile", choices=("cpu", "gpu"), help="default: the active profile")
-    ap.add_argument("--seconds", type=float, help="training budget for every variant (default: twice the preset's)")
     ap.add_argument("--only", nargs="+", metavar="NAME", choices=VARIANTS, help="train only these variants")
-    ap.add_argument("--seed", type=int, default=0, help="training seed (the same for every variant)")
-    ap.add_argument("--table-only", action="store_true", help="print the table of stored results and exit")
+    ap.add_argument("--table-only", action="store_true", help="print the tables of stored summaries and exit")
     args = ap.parse_args(argv)
 
-    names = list(args.only or VARIANTS)
     if not args.table_only:
-        splits = load_splits()
-        data = (splits, *build_vocabs(splits))
-        for name in names:
-            exp = experiments.preset(name, args.profile)
-            seconds = args.seconds if args.seconds is not None else LONGER * exp.seconds
-            before = os.getloadavg()[0]
-            print(f"[{time.strftime('%H:%M:%S')}] {name}: {seconds:.0f} s, load {before:.2f}", flush=True)
-            _, res = experiments.run(
-                name, profile=args.profile, seconds=seconds, progress=False, ship=True, seed=args.seed, data=data
+        names = list(args.only or VARIANTS)
+        for pair in args.pair:
+            _data(pair)  # generate each corpus cache once, before the workers read it
+        jobs = [(name, pair, seed) for pair in args.pair for seed in args.seeds for name in names]
+        start = time.time()
+        runs: dict[tuple[str, str], list[dict]] = {}
+        with ProcessPoolExecutor(max_workers=args.jobs, mp_context=get_context("spawn")) as pool:
+            futures = {
+                pool.submit(train_one, name, pair, seed, args.steps, args.curve_every, args.profile): (name, pair, seed)
+                for name, pair, seed in jobs
+            }
+            for i, fut in enumerate(futures, 1):
+                name, pair, seed = futures[fut]
+                res = fut.result()
+                runs.setdefault((name, pair), []).append(res)
+                print(
+                    f"[{time.strftime('%H:%M:%S')}] {i}/{len(jobs)} {name} {pair} seed {seed}: BLEU {res['bleu']:.2f}, "
+                    f"EM 31-40 {res['by_bucket']['31-40']['exact_match']:.3f}, {res['train_steps']} steps in "
+                    f"{res['train_seconds']:.0f} s",
+                    flush=True,
+                )
+        for pair in args.pair:
+            previous = {}
+            try:
+                previous = results.read_comparison(f"luong_{pair}")["variants"]
+            except FileNotFoundError:
+                pass
+            variants = {**previous, **{n: summarise(runs[(n, pair)]) for n in names}}
+            results.write_comparison(
+                f"luong_{pair}",
+                {
+                    "pair": pair,
+                    "seeds": args.seeds,
+                    "produced_by": "python scripts/compare_luong.py " + " ".join(argv or sys.argv[1:]),
+                    "wall_seconds": round(time.time() - start, 1),
+                    "jobs": args.jobs,
+                    "variants": {n: variants[n] for n in VARIANTS if n in variants},
+                },
             )
-            after = os.getloadavg()[0]
-            res["produced_by"] = f"python scripts/compare_luong.py --seconds {seconds:g}"
-            res["load_average"] = {"before": round(before, 2), "after": round(after, 2)}
-            res["cpu_count"] = os.cpu_count()
-            ckpt, path = experiments.paths(name, shipped=True)
-            path.write_text(json.dumps(res, indent=1) + "\n")
-            meta_path = ckpt.with_suffix(".json")  # keep the checkpoint's copy of the metrics in step
-            meta = json.loads(meta_path.read_text())
-            meta["metrics"] = res
-            meta_path.write_text(json.dumps(meta, indent=1) + "\n")
-            print(
-                f"    BLEU {res['bleu']:.2f}, 31-40 {res['by_bucket']['31-40']['bleu']:.2f}, "
-                f"{res['train_steps']} steps, {res['tokens_per_second']:.0f} tok/s, "
-                f"threads {res['torch_threads']}, load after {after:.2f}",
-                flush=True,
-            )
-    print(table(list(VARIANTS) + list(BASELINES)))
+    for pair in args.pair:
+        print(table(pair), end="\n\n")
     return 0
 
 

@@ -20,7 +20,7 @@ def copy_task_splits(n_train=3000, seed=0):
     """A toy corpus: the target is the source, word for word (letters a..j, 3-7 tokens)."""
     import random
 
-    from attnlab.data import Pair, Splits
+    from attnlab.corpus import Pair, Splits
 
     rng = random.Random(seed)
     letters = list("abcdefghij")
@@ -37,9 +37,10 @@ def copy_task_splits(n_train=3000, seed=0):
 @pytest.fixture(scope="session")
 def copy_trained():
     """A tiny Bahdanau model trained for a few seconds on the copy task via the fastai toolkit."""
-    from attnlab.data import build_vocabs, make_dataloaders
+    from attnlab.loaders import make_dataloaders
     from attnlab.rnn import RNNConfig, Seq2SeqRNN
     from attnlab.train import fit_budget, set_seed
+    from attnlab.vocab import build_vocabs
 
     set_seed(0)
     splits = copy_task_splits()
@@ -54,7 +55,7 @@ def copy_trained():
 @pytest.fixture(scope="session")
 def copy_model(copy_trained):
     """(trained copy model, a padded source batch)."""
-    from attnlab.data import collate, encode_pairs
+    from attnlab.loaders import collate, encode_pairs
 
     model, splits, src_vocab, tgt_vocab, *_ = copy_trained
     src, _, _ = collate(encode_pairs(splits.test[:32], src_vocab, tgt_vocab))

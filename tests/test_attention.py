@@ -169,7 +169,7 @@ def test_sdpa_both_paths_agree_on_fully_masked_rows_and_grads():
         out, _ = scaled_dot_product_attention(q, k, v, mask, need_weights=need_weights)
         out.sin().sum().backward()
         results.append((out, q.grad, k.grad, v.grad))
-    for a, b in zip(*results):
+    for a, b in zip(*results, strict=True):
         torch.testing.assert_close(a, b)
 
 
@@ -213,6 +213,10 @@ def test_split_merge_heads_roundtrip():
     torch.testing.assert_close(merge_heads(h), x)
     with pytest.raises(ValueError, match=r"feature size 12 .*not divisible by num_heads=5"):
         split_heads(x, 5)
+    with pytest.raises(ValueError, match="num_heads must be >= 1, got 0"):
+        split_heads(x, 0)  # not a ZeroDivisionError
+    with pytest.raises(ValueError, match=r"x must be \(\.\.\., H, L, D\), got shape \(3, 12\)"):
+        merge_heads(x[0])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -245,12 +249,12 @@ def test_mha_self_attention_matches_nn_mha(dtype, E, H, padding, causal, need_we
     ref, ref_w = theirs(
         x, x, x, key_padding_mask=to_nn_mha_mask(kpm), attn_mask=to_nn_mha_mask(am), need_weights=True
     )
-    out, w = ours(x, x, x, key_padding_mask=kpm, is_causal=causal, need_weights=need_weights)
+    out, w = ours(x, x, x, key_keep=kpm, is_causal=causal, need_weights=need_weights)
     path = "weights" if need_weights else "fast"
     assert_close_logged(f"mha self out, {path} path, {dtype}", out, ref)
     if need_weights:
         assert_close_logged(f"mha self attn weights, {dtype}", w, ref_w)
-        _, w_heads = ours(x, x, x, key_padding_mask=kpm, is_causal=causal, average_attn_weights=False)
+        _, w_heads = ours(x, x, x, key_keep=kpm, is_causal=causal, average_attn_weights=False)
         _, ref_heads = theirs(
             x,
             x,
@@ -278,7 +282,7 @@ def test_mha_cross_attention_matches_nn_mha(dtype, need_weights, kdim, vdim):
     am = torch.rand(L, S) > 0.3  # (L, S)
     am[:, 0] = True
     ref, ref_w = theirs(query, key, value, key_padding_mask=~kpm, attn_mask=~am)
-    out, w = ours(query, key, value, key_padding_mask=kpm, attn_mask=am, need_weights=need_weights)
+    out, w = ours(query, key, value, key_keep=kpm, attn_keep=am, need_weights=need_weights)
     assert_close_logged(f"mha cross out, {'weights' if need_weights else 'fast'} path, {dtype}", out, ref)
     if need_weights:
         assert_close_logged(f"mha cross attn weights, {dtype}", w, ref_w)
@@ -291,7 +295,7 @@ def test_mha_float_masks_and_per_sample_masks_match_nn_mha():
     bias = torch.randn(B, H, L, L, dtype=torch.float64)  # (B, H, L, S) additive
     ref, _ = theirs(x, x, x, attn_mask=bias.reshape(B * H, L, L))  # PyTorch's 3-D layout (B*H, L, S)
     for need_weights in (True, False):
-        out, _ = ours(x, x, x, attn_mask=bias, need_weights=need_weights)
+        out, _ = ours(x, x, x, attn_keep=bias, need_weights=need_weights)
         assert_close_logged("mha out, float (B,H,L,S) mask, torch.float64", out, ref)
 
 
@@ -314,7 +318,7 @@ def test_mha_fully_masked_rows(need_weights):
     query = torch.randn(2, 3, 8, requires_grad=True)  # (B, L, E)
     memory = torch.randn(2, 4, 8, requires_grad=True)  # (B, S, E)
     kpm = padding_mask(torch.tensor([4, 0]), 4)  # (B, S): element 1 has no real key
-    out, w = ours(query, memory, memory, key_padding_mask=kpm, need_weights=need_weights)
+    out, w = ours(query, memory, memory, key_keep=kpm, need_weights=need_weights)
     assert not out.isnan().any()
     torch.testing.assert_close(out[1], ours.out_proj.bias.expand(3, 8))
     if need_weights:
@@ -330,8 +334,8 @@ def test_mha_paths_agree_with_dead_rows():
     x = torch.randn(3, 5, 12, dtype=torch.float64)  # (B, L, E)
     am = torch.rand(3, 1, 5, 5) > 0.6  # (B, 1, L, S): some rows dead
     am[0, 0, 2] = False
-    a, _ = ours(x, x, x, attn_mask=am, need_weights=True)
-    b, _ = ours(x, x, x, attn_mask=am, need_weights=False)
+    a, _ = ours(x, x, x, attn_keep=am, need_weights=True)
+    b, _ = ours(x, x, x, attn_keep=am, need_weights=False)
     torch.testing.assert_close(a, b)
 
 
@@ -411,46 +415,185 @@ def test_mha_errors_name_the_shapes():
         mha(x, x, torch.randn(2, 4, 8))
     with pytest.raises(ValueError, match=r"query must have shape \(B, length, 8\), got \(2, 5, 6\)"):
         mha(torch.randn(2, 5, 6), x, x)
-    with pytest.raises(ValueError, match=r"attn_mask has shape \(5, 4\).*does not broadcast.*\(2, 2, 5, 5\)"):
-        mha(x, x, x, attn_mask=torch.ones(5, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"attn_keep has shape \(5, 4\).*does not broadcast.*\(2, 2, 5, 5\)"):
+        mha(x, x, x, attn_keep=torch.ones(5, 4, dtype=torch.bool))
     with pytest.raises(ValueError, match=r"3-D masks are ambiguous.*\(2, 2, 5, 5\)"):
-        mha(x, x, x, attn_mask=torch.ones(4, 5, 5, dtype=torch.bool))
-    with pytest.raises(TypeError, match=r"attn_mask must be bool.*torch.int64"):
-        mha(x, x, x, attn_mask=torch.ones(5, 5, dtype=torch.long))
+        mha(x, x, x, attn_keep=torch.ones(4, 5, 5, dtype=torch.bool))
+    with pytest.raises(TypeError, match=r"attn_keep must be bool.*torch.int64"):
+        mha(x, x, x, attn_keep=torch.ones(5, 5, dtype=torch.long))
     with pytest.raises(
-        ValueError, match=r"key_padding_mask has shape \(2, 4\), expected \(B, S\) = \(2, 5\)"
+        ValueError, match=r"key_keep has shape \(2, 4\), expected \(B, S\) = \(2, 5\)"
     ):
-        mha(x, x, x, key_padding_mask=torch.ones(2, 4, dtype=torch.bool))
-    with pytest.raises(TypeError, match=r"key_padding_mask must be bool.*torch.int32"):
-        mha(x, x, x, key_padding_mask=torch.ones(2, 5, dtype=torch.int32))
+        mha(x, x, x, key_keep=torch.ones(2, 4, dtype=torch.bool))
+    with pytest.raises(TypeError, match=r"key_keep must be bool.*torch.int32"):
+        mha(x, x, x, key_keep=torch.ones(2, 5, dtype=torch.int32))
     with pytest.raises(TypeError, match=r"query must be a floating-point tensor"):
         mha(x.long(), x, x)
 
 
+def test_pytorch_mask_names_raise_a_type_error_that_explains():
+    """Code ported from nn.MultiheadAttention fails loudly instead of silently inverting its masks."""
+    mha = MultiHeadAttention(8, 2)
+    x = torch.randn(2, 5, 8)
+    pad = torch.zeros(2, 5, dtype=torch.bool)  # PyTorch convention: True = padding; here none
+    with pytest.raises(TypeError, match=r"forward\(\) got key_padding_mask=.*True means \*blocked\*.*pass key_keep="):
+        mha(x, x, x, key_padding_mask=pad)
+    with pytest.raises(TypeError, match=r"got attn_mask=.*True = takes part.*pass attn_keep="):
+        mha(x, x, x, attn_mask=torch.zeros(5, 5, dtype=torch.bool))
+    # the same mask under our name means the opposite: all keys blocked, every row fully masked
+    out, w = mha(x, x, x, key_keep=pad)
+    assert (w == 0).all()
+    torch.testing.assert_close(out, mha.out_proj.bias.expand(2, 5, 8))
+
+
 # ----------------------------------------------------------------------------------------------
-# the worked example of seed 002
+# NaN policy: NaN in, NaN out, on both paths
 # ----------------------------------------------------------------------------------------------
 
 
-def test_worked_example_of_seed_002():
-    X = torch.tensor([[1, 0, 1, 0], [0, 3, 0, 3], [1, 1, 1, 1]], dtype=torch.float64)
-    W_Q = torch.tensor([[1, 0, 1], [1, 0, 0], [0, 0, 1], [0, 1, 1]], dtype=torch.float64)
-    W_K = torch.tensor([[0, 0, 1], [1, 1, 0], [0, 1, 0], [1, 1, 1]], dtype=torch.float64)
-    W_V = torch.tensor([[0, 2, 0], [0, 3, 0], [1, 0, 3], [1, 1, 0]], dtype=torch.float64)
-    Q, K, V = X @ W_Q, X @ W_K, X @ W_V  # (3, 3) each
-    assert Q.tolist() == [[1, 0, 2], [3, 3, 3], [2, 1, 3]]
-    assert K.tolist() == [[0, 1, 1], [6, 6, 3], [2, 3, 2]]
-    assert V.tolist() == [[1, 2, 3], [3, 12, 0], [2, 6, 3]]
-    assert (Q @ K.T)[0].tolist() == [2, 12, 6]
-    out, w = scaled_dot_product_attention(Q, K, V)
-    exact_w = torch.softmax(torch.tensor([2.0, 12.0, 6.0], dtype=torch.float64) / math.sqrt(3), dim=0)
-    torch.testing.assert_close(w[0], exact_w)
-    torch.testing.assert_close(out[0], exact_w @ V)
-    torch.testing.assert_close(out, F.scaled_dot_product_attention(Q, K, V))
-    # the seed rounded the scaled scores to [1.15, 7, 3.5] and printed 4-digit weights
-    seed_w = torch.softmax(torch.tensor([1.15, 7.0, 3.5], dtype=torch.float64), dim=0)
-    assert [round(x, 4) for x in seed_w.tolist()] == [0.0028, 0.968, 0.0292]
-    seed_out = torch.tensor([0.0028, 0.968, 0.0292], dtype=torch.float64) @ V
-    torch.testing.assert_close(seed_out, torch.tensor([2.9652, 11.7968, 0.096], dtype=torch.float64))
-    # the exact values differ from the seed's in the third decimal
-    assert (w[0] - seed_w).abs().max() < 5e-3
+@pytest.mark.parametrize("mask_kind", ["none", "bool", "float", "causal"])
+def test_nan_query_row_is_nan_on_both_paths(mask_kind):
+    gen = torch.Generator().manual_seed(7)
+    q = torch.randn(2, 4, 8, generator=gen)  # (B, L, E)
+    k = torch.randn(2, 4, 8, generator=gen)  # (B, S, E)
+    v = torch.randn(2, 4, 3, generator=gen)  # (B, S, Ev)
+    q[0, 1] = math.nan  # one NaN query row
+    q[0, 3] = math.nan  # a NaN query row that is also fully masked (bool / float)
+    keep = torch.ones(2, 4, 4, dtype=torch.bool)  # (B, L, S)
+    keep[0, 3] = False
+    keep[1, 2] = False  # a clean fully masked row
+    mask = {"none": None, "bool": keep, "float": torch.zeros(2, 4, 4).masked_fill(~keep, -math.inf)}.get(mask_kind)
+    causal = mask_kind == "causal"
+    outs = [
+        scaled_dot_product_attention(q, k, v, mask, is_causal=causal, need_weights=nw)[0] for nw in (True, False)
+    ]
+    for out in outs:
+        assert out[0, 1].isnan().all() and out[0, 3].isnan().all()
+        assert not out[0, [0, 2]].isnan().any() and not out[1].isnan().any()
+        if mask is not None:
+            assert (out[1, 2] == 0).all()  # a clean fully masked row is still zero
+    torch.testing.assert_close(outs[0], outs[1], equal_nan=True)
+
+
+def test_nan_policy_in_multi_head_attention():
+    """A NaN decoder position gives a NaN output row (not zeros) on both paths; the other rows are clean."""
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(8, 2).eval()
+    query, memory = torch.randn(2, 3, 8), torch.randn(2, 4, 8)
+    query[1, 2] = math.nan
+    keep = padding_mask(torch.tensor([4, 0]), 4)  # (B, S): batch element 1 has no real key at all
+    for need_weights in (True, False):
+        out, _ = mha(query, memory, memory, key_keep=keep, need_weights=need_weights)
+        assert out[1, 2].isnan().all(), need_weights
+        assert not out[0].isnan().any() and not out[1, :2].isnan().any()
+        torch.testing.assert_close(out[1, :2], mha.out_proj.bias.expand(2, 8))
+
+
+# ----------------------------------------------------------------------------------------------
+# argument checks
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_dropout_p_is_checked_the_same_way_on_both_paths(need_weights):
+    q = torch.randn(2, 3, 4)
+    for p in (1.0, -0.1, math.nan):
+        with pytest.raises(ValueError, match=r"dropout_p must be in \[0, 1\)"):
+            scaled_dot_product_attention(q, q, q, dropout_p=p, need_weights=need_weights)
+    with pytest.raises(TypeError, match="dropout_p must be a float"):
+        scaled_dot_product_attention(q, q, q, dropout_p="0.1", need_weights=need_weights)
+    mha = MultiHeadAttention(4, 2).train()
+    mha.dropout = 1.0  # e.g. set by hand after construction
+    x = torch.randn(2, 3, 4)
+    with pytest.raises(ValueError, match=r"dropout_p must be in \[0, 1\), got 1.0"):
+        mha(x, x, x, need_weights=need_weights)
+
+
+def test_scale_is_checked():
+    q = torch.randn(2, 3, 4)
+    with pytest.raises(TypeError, match="scale must be a real number or None, got str"):
+        scaled_dot_product_attention(q, q, q, scale="0.5")
+    with pytest.raises(ValueError, match="scale must be finite, got inf"):
+        scaled_dot_product_attention(q, q, q, scale=math.inf)
+
+
+@pytest.mark.parametrize(
+    "args, kwargs, error, match",
+    [
+        ((0, 2), {}, ValueError, "embed_dim must be >= 1, got 0"),
+        ((8, 0), {}, ValueError, "num_heads must be >= 1, got 0"),
+        ((8, -2), {}, ValueError, "num_heads must be >= 1, got -2"),
+        (("8", 2), {}, TypeError, "embed_dim must be an int, got str"),
+        ((8, 2), {"kdim": 0}, ValueError, "kdim must be >= 1, got 0"),
+        ((8, 2), {"vdim": -1}, ValueError, "vdim must be >= 1, got -1"),
+        ((8, 2), {"dropout": 1.0}, ValueError, r"dropout must be in \[0, 1\), got 1.0"),
+    ],
+)
+def test_mha_constructor_checks_name_the_argument(args, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        MultiHeadAttention(*args, **kwargs)
+
+
+def test_float_masks_with_inf_or_nan_are_refused():
+    mha = MultiHeadAttention(8, 2)
+    x = torch.randn(2, 5, 8)
+    bias = torch.zeros(5, 5)
+    bias[1, 2] = math.inf
+    with pytest.raises(ValueError, match=r"attn_keep is a float mask holding \+inf"):
+        mha(x, x, x, attn_keep=bias)
+    with pytest.raises(ValueError, match="key_keep is a float mask holding NaN"):
+        mha(x, x, x, key_keep=torch.full((2, 5), math.nan))
+
+
+# ----------------------------------------------------------------------------------------------
+# keys/values projected once (kv=) and the cache
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_precomputed_kv_gives_the_same_result(need_weights):
+    ours, _ = _pair(12, 3, torch.float64, kdim=5, vdim=7)
+    query = torch.randn(2, 4, 12, dtype=torch.float64)  # (B, L, E)
+    key, value = torch.randn(2, 6, 5, dtype=torch.float64), torch.randn(2, 6, 7, dtype=torch.float64)
+    keep = padding_mask(torch.tensor([6, 3]), 6)  # (B, S)
+    expected, w = ours(query, key, value, key_keep=keep, need_weights=need_weights)
+    k, v = ours.project_kv(key, value)  # (B, H, S, D) each
+    assert k.shape == v.shape == (2, 3, 6, 4)
+    got, w_kv = ours(query, kv=(k, v), key_keep=keep, need_weights=need_weights)
+    torch.testing.assert_close(got, expected, atol=0, rtol=0)
+    if need_weights:
+        torch.testing.assert_close(w_kv, w, atol=0, rtol=0)
+
+
+def test_kv_argument_errors():
+    mha = MultiHeadAttention(8, 2)
+    x = torch.randn(2, 5, 8)
+    k, v = mha.project_kv(x, x)  # (2, 2, 5, 4) each
+    with pytest.raises(ValueError, match="give either key and value or kv"):
+        mha(x, x, x, kv=(k, v))
+    with pytest.raises(ValueError, match=r"give key and value, or kv=\(k, v\)"):
+        mha(x)
+    with pytest.raises(ValueError, match="exclude each other"):
+        mha(x, kv=(k, v), cache={})
+    with pytest.raises(ValueError, match=r"kv\[0\] \(keys\) must be \(B, H, S, D\) = \(2, 2, S, 4\).*\(2, 4, 5, 2\)"):
+        mha(x, kv=(k.reshape(2, 4, 5, 2), v))
+    with pytest.raises(ValueError, match=r"kv\[1\] \(values\) must be \(B, H, S, D\) = \(3, 2, S, 4\)"):
+        mha(torch.randn(3, 5, 8), kv=(torch.randn(3, 2, 5, 4), v))
+    with pytest.raises(TypeError, match=r"kv must be a pair \(k, v\)"):
+        mha(x, kv=k)
+    with pytest.raises(ValueError, match="key and value must have the same batch size B and length S"):
+        mha.project_kv(x, x[:, :3])
+
+
+def test_a_cache_from_another_batch_size_is_refused():
+    mha = MultiHeadAttention(8, 2)
+    cache: dict[str, torch.Tensor] = {}
+    x2, x3 = torch.randn(2, 1, 8), torch.randn(3, 1, 8)
+    mha(x2, x2, x2, cache=cache)
+    with pytest.raises(ValueError, match=r"cache\['k'\] must be \(B, H, S, D\) = \(3, 2, S, 4\).*another batch"):
+        mha(x3, x3, x3, cache=cache)
+    assert cache["k"].shape == (2, 2, 1, 4)  # the refused call changed nothing
+    with pytest.raises(ValueError, match=r"cache\['k'\] is torch.float64 on cpu but the query is torch.float32"):
+        mha(x2, x2, x2, cache={"k": cache["k"].double(), "v": cache["v"].double()})
+    with pytest.raises(ValueError, match="cache must hold both 'k' and 'v' or neither"):
+        mha(x2, x2, x2, cache={"k": cache["k"]})

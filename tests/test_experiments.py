@@ -1,14 +1,17 @@
 """Named experiments: every preset builds for both profiles; run/save/load plumbing end to end."""
 
 import json
+import shutil
 
 import pytest
 import torch
 
-from attnlab import experiments
+from attnlab import experiments, models, results
 from attnlab.checkpoint import CheckpointError
-from attnlab.data import build_vocabs, collate, encode_pairs
+from attnlab.corpus import CORPUS_VERSION
+from attnlab.loaders import collate, encode_pairs
 from attnlab.profiles import get_profile
+from attnlab.vocab import build_vocabs
 
 from .conftest import copy_task_splits
 
@@ -19,8 +22,9 @@ def test_every_preset_builds_and_runs_forward(name, profile):
     splits = copy_task_splits(n_train=50)
     src_vocab, tgt_vocab = build_vocabs(splits)
     exp = experiments.preset(name, profile)
-    assert exp.seconds > 0 and exp.bs > 0 and exp.lr > 0
     model = experiments.build_model(exp, src_vocab, tgt_vocab)
+    assert models.family_of(model).name == exp.family
+    assert (model.config.src_vocab_size, model.config.tgt_vocab_size) == (len(src_vocab), len(tgt_vocab))
     src, tgt_in, tgt_out = collate(encode_pairs(splits.test[:3], src_vocab, tgt_vocab))
     assert model(src, tgt_in).shape == (*tgt_out.shape, len(tgt_vocab))
 
@@ -29,7 +33,7 @@ def test_cpu_profile_is_the_smaller_one():
     for name in experiments.EXPERIMENTS:
         cpu, gpu = experiments.preset(name, "cpu"), experiments.preset(name, "gpu")
         width = lambda e: e.model.get("hid_dim", e.model.get("d_model"))  # noqa: E731
-        assert width(cpu) <= width(gpu) and cpu.seconds <= gpu.seconds
+        assert width(cpu) <= width(gpu) and cpu.steps <= gpu.steps
 
 
 def test_profile_override(monkeypatch):
@@ -43,23 +47,95 @@ def test_profile_override(monkeypatch):
 def test_unknown_experiment():
     with pytest.raises(KeyError, match="unknown experiment 'transformer_xl'"):
         experiments.preset("transformer_xl")
+    with pytest.raises(KeyError, match="unknown experiment 'transformer_xl'"):
+        experiments.main(["bahdanau", "transformer_xl"])  # refused before any corpus is generated
 
 
 def test_run_saves_a_live_run_and_load_trained_prefers_it(tmp_data_dir):
     splits = copy_task_splits(n_train=500)
     data = (splits, *build_vocabs(splits))
-    model, res = experiments.run("bahdanau", seconds=2, progress=False, data=data)
-    ckpt, results = experiments.paths("bahdanau", shipped=False)
-    assert ckpt.with_suffix(".safetensors").exists() and results.exists()
-    assert json.loads(results.read_text())["bleu"] == res["bleu"]
-    assert res["produced_by"] == "live run" and res["profile"] == "cpu"
-    assert {"params", "train_seconds", "tokens_per_second", "by_bucket", "align_content"} <= res.keys()
+    model, res = experiments.run("bahdanau", steps=20, curve_every=10, progress=False, data=data)
+    ckpt, path = results.checkpoint_path("bahdanau", shipped=False), results.results_path("bahdanau", shipped=False)
+    assert ckpt.with_suffix(".safetensors").exists() and path.parent == tmp_data_dir / "runs" / "results"
+    assert json.loads(path.read_text()) == res
+    assert json.loads(ckpt.with_suffix(".json").read_text())["metrics"] == res  # the same dict, written once each
+    assert res["model"] == "bahdanau" and res["pair"] == "fr" and res["corpus_version"] == CORPUS_VERSION
+    assert res["produced_by"] == "live run" and res["profile"] == "cpu" and res["torch_threads"] == 1
+    assert res["train_steps"] == 20 and res["budget"] == "20 steps" and res["seed"] == 0
+    # the learning curve: the snapshot at step 10 scored on the longest bucket, then the final model
+    assert [c["step"] for c in res["learning_curve"]] == [10, 20]
+    assert {c["bucket"] for c in res["learning_curve"]} == {"1-10"}  # the copy task's longest bucket
+    assert res["learning_curve"][-1]["bleu"] == res["by_bucket"]["1-10"]["bleu"]
+    assert {"params", "train_seconds", "tokens_per_second", "by_bucket", "align_content", "load_average"} <= res.keys()
     loaded, meta, source = experiments.load_trained("bahdanau")
-    assert source == "live run"
-    for a, b in zip(model.state_dict().values(), loaded.state_dict().values()):
+    assert source == "live run" and meta["pair"] == "fr"
+    for a, b in zip(model.state_dict().values(), loaded.state_dict().values(), strict=True):
         assert torch.equal(a.cpu(), b)
     with pytest.raises(CheckpointError, match="no checkpoint of 'rnn_noattn'"):
         experiments.load_trained("rnn_noattn")
+
+    # The shipped copy is the fallback, and the first choice with prefer_live=False.
+    shipped = results.checkpoint_path("bahdanau", shipped=True)
+    shipped.parent.mkdir(parents=True)
+    for suffix in (".safetensors", ".json"):
+        shutil.copy(ckpt.with_suffix(suffix), shipped.with_suffix(suffix))
+    assert experiments.load_trained("bahdanau", prefer_live=False)[2] == "shipped"
+    # A damaged live run is reported, never skipped in favour of the shipped model.
+    ckpt.with_suffix(".safetensors").write_bytes(b"\x00" * 64)
+    with pytest.raises(CheckpointError, match="damaged or was replaced"):
+        experiments.load_trained("bahdanau")
+    ckpt.with_suffix(".safetensors").unlink()
+    ckpt.with_suffix(".json").unlink()
+    assert experiments.load_trained("bahdanau")[2] == "shipped"
+
+
+def test_korean_pair_from_the_command_line(tmp_data_dir, monkeypatch, capsys):
+    asked = []
+
+    def fake_load_splits(**kwargs):  # the real one generates the Korean corpus: too slow for a unit test
+        asked.append(kwargs)
+        return copy_task_splits(n_train=300)
+
+    monkeypatch.setattr(experiments, "load_splits", fake_load_splits)
+    monkeypatch.setattr(experiments, "corpus_version", lambda pair="fr": f"test-{pair}")
+    assert experiments.main(["rnn_noattn", "--pair", "ko", "--seconds", "1"]) == 0
+    assert asked == [{"target": "ko"}]
+    assert json.loads(capsys.readouterr().out)["model"] == "rnn_noattn_ko"
+    res = results.read_result("rnn_noattn_ko", shipped=False)
+    assert (res["model"], res["experiment"], res["pair"], res["corpus_version"]) == (
+        "rnn_noattn_ko",
+        "rnn_noattn",
+        "ko",
+        "test-ko",
+    )
+    assert not results.results_path("rnn_noattn", shipped=False).exists()
+    _, meta, source = experiments.load_trained("rnn_noattn_ko")
+    assert (meta["pair"], meta["corpus_version"], source) == ("ko", "test-ko", "live run")
+    # A checkpoint of an older corpus version is not used.
+    monkeypatch.setattr(experiments, "corpus_version", lambda pair="fr": f"test-{pair}-2")
+    with pytest.raises(CheckpointError, match="live run: trained on corpus test-ko, now test-ko-2"):
+        experiments.load_trained("rnn_noattn_ko")
+
+
+def test_unknown_pair():
+    with pytest.raises(ValueError, match=r"pair must be one of \('fr', 'ko'\), got 'de'"):
+        experiments.run("bahdanau", pair="de")
+    with pytest.raises(SystemExit):
+        experiments.main(["bahdanau", "--pair", "de"])
+    assert [experiments.result_name("luong_dot", p) for p in experiments.PAIRS] == ["luong_dot", "luong_dot_ko"]
+    with pytest.raises(ValueError, match=r"pair must be one of \('fr', 'ko'\), got 'en'"):
+        experiments.result_name("luong_dot", "en")
+
+
+def test_a_korean_run_end_to_end(tmp_data_dir):
+    from attnlab.corpus import corpus_version, make_splits
+
+    splits = make_splits(target="ko", n_train=400, n_valid=20, test_per_bucket=10)
+    _, res = experiments.run("bahdanau", pair="ko", seconds=1, progress=False, data=(splits, *build_vocabs(splits)))
+    assert (res["model"], res["pair"], res["corpus_version"]) == ("bahdanau_ko", "ko", corpus_version("ko"))
+    assert corpus_version("ko") != CORPUS_VERSION
+    assert isinstance(res["aer"], float) and isinstance(res["chrf"], float)  # Korean gold links: AER is defined
+    assert results.read_result("bahdanau_ko", shipped=False) == res
 
 
 def test_train_threads(monkeypatch):
@@ -69,9 +145,13 @@ def test_train_threads(monkeypatch):
     assert train_threads("cpu") == 1
     monkeypatch.setenv("ATTNLAB_THREADS", "2")
     assert train_threads("cpu") == 2
-    monkeypatch.setenv("ATTNLAB_THREADS", "0")
-    with pytest.raises(ValueError, match="positive integer"):
-        train_threads("cpu")
+    for bad in ("0", "-1", "two", "1.5"):
+        monkeypatch.setenv("ATTNLAB_THREADS", bad)
+        with pytest.raises(ValueError, match=f"ATTNLAB_THREADS='{bad}' must be a positive integer"):
+            train_threads("cpu")
+    with pytest.raises(ValueError, match="n must be >= 1, got 0"):
+        with num_threads(0):
+            pass
     before = torch.get_num_threads()
     with num_threads(1):
         assert torch.get_num_threads() == 1
@@ -84,5 +164,20 @@ def test_cpu_baseline_is_not_narrower_than_the_attention_models():
     for name in ("bahdanau", "luong_dot"):
         exp = experiments.preset(name, "cpu")
         assert base.model["hid_dim"] >= exp.model["hid_dim"]
-        for field in ("seconds", "bs", "lr", "label_smoothing"):
+        for field in ("steps", "seconds", "bs", "lr", "label_smoothing"):
             assert getattr(base, field) == getattr(exp, field), field
+
+
+def test_budgets_steps_or_seconds_never_both():
+    exp = experiments.preset("bahdanau", "cpu")
+    assert exp.steps == 1000 and exp.seconds is None and exp.budget == "1,000 steps"
+    assert exp.with_budget(seconds=30).budget == "30 s" and exp.with_budget(seconds=30).steps is None
+    assert exp.with_budget(steps=7).steps == 7 and exp.with_budget() is exp
+    with pytest.raises(ValueError, match="give at most one of steps and seconds"):
+        exp.with_budget(steps=5, seconds=5)
+    with pytest.raises(ValueError, match="give exactly one of steps and seconds"):
+        experiments.Experiment(name="x", family="rnn", steps=None)
+    with pytest.raises(ValueError, match="steps must be >= 1"):
+        experiments.Experiment(name="x", family="rnn", steps=0)
+    with pytest.raises(SystemExit):
+        experiments.main(["bahdanau", "--steps", "5", "--seconds", "5"])

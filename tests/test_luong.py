@@ -1,5 +1,5 @@
 """Luong attention inside the model: one step by hand, input feeding, local-m/local-p windows,
-the location score, size mismatches, and the lesson-03 presets."""
+the location score, and the lesson-03 presets (the score functions alone: ``test_scores.py``)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ import pytest
 import torch
 
 from attnlab import experiments
-from attnlab.data import BOS, PAD
 from attnlab.rnn import RNNConfig, Seq2SeqRNN
-from attnlab.scores import AttentionScore
+from attnlab.vocab import BOS, PAD
 
 V_SRC, V_TGT, E, H = 20, 23, 8, 12
 LUONG_PRESETS = [n for n in experiments.EXPERIMENTS if n.startswith("luong_")]
@@ -144,37 +143,6 @@ def test_location_score_in_the_model():
     too_long = torch.randint(4, V_SRC, (1, 9))
     with pytest.raises(ValueError, match="max_len=8, got S=9"):
         model(too_long, tgt_in[:1])
-
-
-def test_general_and_concat_accept_different_query_and_key_sizes_by_hand():
-    torch.manual_seed(0)
-    q, k = torch.randn(2, 3), torch.randn(2, 4, 5)  # Q = 3, K = 5
-    general = AttentionScore("general", 3, 5)
-    torch.testing.assert_close(general(q, k), torch.einsum("bq,qk,bsk->bs", q, general.W.weight, k))
-    concat = AttentionScore("concat", 3, 5, attn_dim=7)
-    hidden = torch.tanh(q[:, None] @ concat.W_q.weight.T + k @ concat.W_h.weight.T + concat.W_h.bias)
-    torch.testing.assert_close(concat(q, k), (hidden @ concat.v.weight.T)[..., 0])
-
-
-@pytest.mark.parametrize("kind", ["dot", "scaled_dot"])
-def test_parameter_free_scores_refuse_mismatched_sizes(kind):
-    with pytest.raises(ValueError, match=rf"the '{kind}' score needs query_dim == key_dim, got query_dim=4, key_dim=6"):
-        AttentionScore(kind, 4, 6)
-
-
-@pytest.mark.parametrize("kind", ["dot", "scaled_dot", "general", "concat", "location"])
-def test_wrong_query_or_key_width_at_call_time(kind):
-    score = AttentionScore(kind, 4, 4)
-    with pytest.raises(ValueError, match=r"query must be \(B, Q=4\), got \(2, 6\)"):
-        score(torch.randn(2, 6), torch.randn(2, 3, 4))
-    with pytest.raises(ValueError, match=r"keys must be \(B=2, S, K=4\) to match the query, got \(2, 3, 6\)"):
-        score(torch.randn(2, 4), torch.randn(2, 3, 6))
-
-
-def test_scaled_dot_is_dot_over_sqrt_k():
-    torch.manual_seed(0)
-    q, k = torch.randn(2, 16), torch.randn(2, 5, 16)
-    torch.testing.assert_close(AttentionScore("scaled_dot", 16, 16)(q, k), AttentionScore("dot", 16, 16)(q, k) / 4)
 
 
 @pytest.mark.parametrize("profile", ["cpu", "gpu"])

@@ -44,3 +44,28 @@ def test_metric_by_length_plots_every_model():
     with pytest.raises(ValueError, match="empty"):
         plot_metric_by_length({})
     plt.close("all")
+
+
+def test_korean_labels_are_drawn_with_a_hangul_font():
+    """Without the fallback font every Hangul glyph is missing and matplotlib warns."""
+    import warnings
+
+    from attnlab.plots import HANGUL_FONT, hangul_font
+
+    assert hangul_font() is not None and HANGUL_FONT in plt.rcParams["font.family"]
+    fig, ax = plt.subplots(figsize=(3, 1))
+    ax.set_title("고양이 가 개 를 본다 .")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "Glyph ... missing from font(s)" would raise
+        fig.canvas.draw()
+    plt.close(fig)
+
+
+def test_sure_and_possible_links_are_drawn_apart():
+    fig, ax = plt.subplots()
+    plot_attention(np.eye(3), list("abc"), list("xyz"), ax=ax, gold=[(0,), (), (2,)], possible=[(), (0, 1), ()])
+    sure, maybe = ax.collections
+    assert sure.get_offsets().tolist() == [[0, 0], [2, 2]] and maybe.get_offsets().tolist() == [[0, 1], [1, 1]]
+    with pytest.raises(ValueError, match="one entry per target row: got 2 for T=3"):
+        plot_attention(np.eye(3), ax=ax, possible=[(), ()])
+    plt.close(fig)

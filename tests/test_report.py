@@ -1,15 +1,18 @@
-"""The README's figures come from data/results, and stay in sync with them."""
+"""The README's figures come from data/results, stay in sync with them, and agree with the checkpoints."""
 
 import json
+import math
 from pathlib import Path
 
 import pytest
 
-from attnlab.data import BUCKET_NAMES
+from attnlab import results
+from attnlab.corpus import BUCKET_NAMES
+from attnlab.experiments import result_name
 from attnlab.report import END, START, load_all_results, results_table, update_readme
 
 ROOT = Path(__file__).resolve().parents[1]
-REQUIRED = {"bleu", "exact_match", "by_bucket", "params", "train_seconds", "tokens_per_second", "profile"}
+SHIPPED = load_all_results()
 
 
 def test_readme_block_matches_the_shipped_results():
@@ -18,18 +21,77 @@ def test_readme_block_matches_the_shipped_results():
     assert block == results_table(), "run `python -m attnlab.report --readme` after changing data/results"
 
 
-def test_shipped_results_have_the_foundation_format():
-    results = load_all_results()
-    assert results, "no shipped results in data/results"
-    for name, r in results.items():
-        assert REQUIRED <= r.keys(), f"{name} lacks {REQUIRED - r.keys()}"
-        assert list(r["by_bucket"]) == list(BUCKET_NAMES), name
-        for m in r["by_bucket"].values():
-            assert 0 <= m["bleu"] <= 100 and 0 <= m["exact_match"] <= 1
-        ckpt = ROOT / "data" / "checkpoints" / f"{name}.safetensors"
-        assert ckpt.exists() and ckpt.stat().st_size <= 5_000_000, f"{ckpt} missing or over 5 MB"
-        meta = json.loads(ckpt.with_suffix(".json").read_text())
-        assert meta["metrics"]["bleu"] == r["bleu"], f"{name}: checkpoint JSON and results disagree"
+def test_every_shipped_checkpoint_has_results():
+    weights = {p.stem for p in (ROOT / "data" / "checkpoints").glob("*.safetensors")}
+    assert weights == set(SHIPPED)
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_shipped_results_agree_with_their_checkpoint(name):
+    r = SHIPPED[name]
+    assert r["model"] == name
+    assert result_name(r.get("experiment", name), r.get("pair", "fr")) == name
+    ckpt = ROOT / "data" / "checkpoints" / f"{name}.safetensors"
+    assert ckpt.stat().st_size <= 5_000_000, f"{ckpt} is over 5 MB"
+    meta = json.loads(ckpt.with_suffix(".json").read_text())
+    assert meta["metrics"] == r, "the checkpoint's copy of the metrics and the results file disagree"
+    assert meta["corpus_version"] == r["corpus_version"]
+    assert r["params"] == sum(math.prod(s) for s in meta["shapes"].values())
+    assert meta["experiment"]["name"] == r.get("experiment", name)
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_shipped_results_are_consistent(name):
+    r = SHIPPED[name]
+    assert list(r["by_bucket"]) == list(BUCKET_NAMES)
+    assert sum(b["n"] for b in r["by_bucket"].values()) == r["n_test"]
+    # overall exact match is the size-weighted mean of the buckets' (each rounded to 4 decimals)
+    weighted = sum(b["exact_match"] * b["n"] for b in r["by_bucket"].values()) / r["n_test"]
+    assert weighted == pytest.approx(r["exact_match"], abs=1e-4)
+    assert isinstance(r["train_steps"], int) and r["train_steps"] > 0
+    assert math.isfinite(r["tokens_per_second"]) and r["tokens_per_second"] > 0
+    assert r["torch_threads"] >= 1 and r["profile"] in ("cpu", "gpu")
+
+
+def _result(name, pair, bleu, **more):
+    bb = {b: {"bleu": bleu, "exact_match": 0.5, "n": 1} for b in BUCKET_NAMES}
+    run = {"params": 1234, "train_seconds": 120.0, "train_steps": 1500, "tokens_per_second": 9999.4, "profile": "cpu"}
+    return {"model": name, "pair": pair, "bleu": bleu, "exact_match": 0.5, "by_bucket": bb, **run, **more}
+
+
+def test_one_table_per_pair_with_the_metrics_it_has():
+    table = results_table(
+        {
+            "bahdanau": _result("bahdanau", "fr", 99.0),
+            "bahdanau_ko": _result("bahdanau_ko", "ko", 80.04, chrf=90.25, aer=0.1234),
+        }
+    )
+    fr, ko = table.split("\n\n**English→Korean**\n\n")
+    assert fr.startswith("**English→French**\n\n| model | BLEU | exact |") and "chrF" not in fr and "AER" not in fr
+    assert fr.splitlines()[-1] == (
+        "| `bahdanau` | 99.0 | 0.500 | 99.0 | 99.0 | 99.0 | 99.0 | 0.500 | – | 1,234 | 120 | 1,500 | 9999 | cpu |"
+    )
+    assert ko.startswith("| model | BLEU | chrF | exact |") and "| AER |" in ko.splitlines()[0]
+    assert ko.splitlines()[-1] == (
+        "| `bahdanau_ko` | 80.0 | 90.2 | 0.500 | 80.0 | 80.0 | 80.0 | 80.0 | 0.500 | – | 0.123 | 1,234 | 120 | 1,500 "
+        "| 9999 | cpu |"
+    )
+    assert "Korean" not in results_table({"bahdanau": _result("bahdanau", "fr", 99.0)})
+
+
+def test_load_all_results_orders_pairs_then_lessons(tmp_data_dir):
+    for name, pair, exp in (
+        ("bahdanau_ko", "ko", "bahdanau"),
+        ("luong_dot", "fr", "luong_dot"),
+        ("bahdanau", "fr", "bahdanau"),
+        ("rnn_noattn_ko", "ko", "rnn_noattn"),
+        ("rnn_noattn", "fr", "rnn_noattn"),
+    ):
+        results.write_result(name, {**_result(name, pair, 1.0), "experiment": exp}, shipped=True)
+    assert list(load_all_results()) == ["rnn_noattn", "bahdanau", "luong_dot", "rnn_noattn_ko", "bahdanau_ko"]
+    results.write_result("odd", _result("odd", "de", 1.0), shipped=True)
+    with pytest.raises(ValueError, match=r"results of 'odd': pair must be one of \('fr', 'ko'\), got 'de'"):
+        load_all_results()
 
 
 def test_update_readme_rewrites_only_the_block(tmp_path):

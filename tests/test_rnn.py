@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from attnlab.data import BOS, PAD
 from attnlab.rnn import RNNConfig, Seq2SeqRNN
+from attnlab.vocab import BOS, PAD
 
 V_SRC, V_TGT = 20, 23
 
@@ -52,8 +52,19 @@ def test_shapes_and_attention_is_a_distribution_over_real_tokens(kw):
         torch.testing.assert_close(attn.sum(-1), torch.ones(3, 6))
 
 
-@pytest.mark.parametrize("kw", VARIANTS[:3], ids=["none", "bahdanau", "luong"])
-def test_padded_batch_equals_sentences_one_by_one(kw):
+def left_padded(src):
+    """The same sentences with their padding moved to the front of each row."""
+    out = torch.full_like(src, PAD)
+    for b in range(src.size(0)):
+        n = int((src[b] != PAD).sum())
+        out[b, src.size(1) - n :] = src[b, :n]
+    return out
+
+
+@pytest.mark.parametrize("kw", VARIANTS, ids=lambda kw: "-".join(str(v) for v in kw.values()))
+def test_right_padded_batch_equals_sentences_one_by_one_and_left_padding_is_refused(kw):
+    """The silent wrong result this ends: a left-padded batch used to be read as padding + a
+    truncated sentence and gave other logits than the sentences alone; it is now refused."""
     model = make(**kw)
     src, tgt_in = batch()
     logits = model(src, tgt_in)
@@ -61,6 +72,10 @@ def test_padded_batch_equals_sentences_one_by_one(kw):
         n = int((src[b] != PAD).sum())
         alone = model(src[b : b + 1, :n], tgt_in[b : b + 1])
         torch.testing.assert_close(logits[b : b + 1], alone, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match=r"src row 0 has padding \(id 0\) before a real token: .*right-padded"):
+        model(left_padded(src), tgt_in)
+    with pytest.raises(ValueError, match="src row 0 has padding"):
+        model.encode(left_padded(src))
 
 
 def test_fused_path_equals_step_by_step_loop():
@@ -101,20 +116,101 @@ def test_teacher_forcing_off_changes_inputs_but_not_shapes():
     assert not torch.allclose(free, model(src, tgt_in))
 
 
-def test_config_and_input_errors():
+def test_config_errors():
     with pytest.raises(ValueError, match="attention='transformer'"):
         RNNConfig(5, 5, attention="transformer")
-    with pytest.raises(ValueError, match="hid_dim must be even"):
+    with pytest.raises(ValueError, match="hid_dim must be even and >= 2"):
         RNNConfig(5, 5, hid_dim=7)
     with pytest.raises(ValueError, match="Luong variant"):
         RNNConfig(5, 5, attention="bahdanau", local="m")
+
+
+@pytest.mark.parametrize(
+    "field, value, error, message",
+    [
+        ("src_vocab_size", 0, ValueError, "src_vocab_size must be >= 1, got 0"),
+        ("tgt_vocab_size", -3, ValueError, "tgt_vocab_size must be >= 1, got -3"),
+        ("emb_dim", 0, ValueError, "emb_dim must be >= 1, got 0"),
+        ("emb_dim", 8.0, TypeError, "emb_dim must be an int, got float 8.0"),
+        ("hid_dim", 0, ValueError, "hid_dim must be >= 1, got 0"),
+        ("hid_dim", -4, ValueError, "hid_dim must be >= 1, got -4"),
+        ("attn_dim", 0, ValueError, "attn_dim must be >= 1, got 0"),  # was silently replaced by hid_dim
+        ("max_src_len", 0, ValueError, "max_src_len must be >= 1, got 0"),
+        ("window", -1, ValueError, "window must be >= 0, got -1"),
+        ("dropout", 1.0, ValueError, r"dropout must be in \[0, 1\), got 1.0"),
+        ("input_feeding", "yes", TypeError, "input_feeding must be a bool, got str"),
+    ],
+)
+def test_config_validates_every_size(field, value, error, message):
+    with pytest.raises(error, match=message):
+        RNNConfig(**{"src_vocab_size": 5, "tgt_vocab_size": 5, field: value})
+
+
+def test_local_p_needs_a_window_of_at_least_one():
+    """sigma = window / 2 would be 0 and the Gaussian 0/0 = NaN."""
+    RNNConfig(5, 5, attention="luong", local="m", window=0)  # a one-word window is fine for local-m
+    with pytest.raises(ValueError, match="local='p' needs window >= 1"):
+        RNNConfig(5, 5, attention="luong", local="p", window=0)
+
+
+def test_forward_input_errors():
     model = make("bahdanau")
     src, tgt_in = batch()
-    with pytest.raises(ValueError, match=r"src must be \(B, S\)"):
+    with pytest.raises(ValueError, match=r"src must be \(B, S\) token ids, got shape \(7,\)"):
         model(src[0], tgt_in)
     with pytest.raises(ValueError, match=r"tgt_in must be \(B=3, T\)"):
         model(src, tgt_in[:2])
+    with pytest.raises(TypeError, match="src must hold integer token ids, got dtype torch.float32"):
+        model(src.float(), tgt_in)
+    with pytest.raises(TypeError, match="tgt_in must hold integer token ids, got dtype torch.bool"):
+        model(src, tgt_in > 5)
+    with pytest.raises(ValueError, match=rf"src holds token id {V_SRC}, outside the vocabulary \[0, {V_SRC}\)"):
+        model(torch.where(src == PAD, PAD, V_SRC), tgt_in)
+    with pytest.raises(ValueError, match=rf"tgt_in holds token id -1, outside the vocabulary \[0, {V_TGT}\)"):
+        model(src, torch.full_like(tgt_in, -1))
+    with pytest.raises(ValueError, match=r"tgt_in must have length >= 1 \(dim 1\), got shape \(3, 0\)"):
+        model(src, tgt_in[:, :0])  # was an IndexError deep inside
+    with pytest.raises(ValueError, match=r"src must have length >= 1 \(dim 1\), got shape \(3, 0\)"):
+        model(src[:, :0], tgt_in)
     empty = src.clone()
     empty[1] = PAD
-    with pytest.raises(ValueError, match="all-padding row"):
+    with pytest.raises(ValueError, match="src row 1 is all padding"):
         model(empty, tgt_in)
+    with pytest.raises(ValueError, match=r"teacher_forcing must be in \[0, 1\], got 1.5"):
+        model(src, tgt_in, teacher_forcing=1.5)
+
+
+def test_ids_on_another_device_than_the_model_are_refused():
+    model = make("luong", score="dot").to("meta")
+    src, tgt_in = batch()
+    with pytest.raises(ValueError, match="src is on cpu but the model is on meta"):
+        model.encode(src)
+    with pytest.raises(ValueError, match="tgt_in is on cpu but the model is on meta"):
+        model(src.to("meta"), tgt_in)
+
+
+@pytest.mark.parametrize("attention", [None, "bahdanau", "luong"])
+def test_step_checks_its_inputs(attention):
+    model = make(attention, **({"score": "dot"} if attention == "luong" else {}))
+    src, tgt_in = batch()
+    memory = model.encode(src)
+    state = model.init_state(memory)
+    y = tgt_in[:, 0]
+    n = 2 if attention == "luong" else 1
+    model.step(memory, state, y, 0)  # the right inputs pass
+    with pytest.raises(ValueError, match=r"y_prev must be \(B,\) token ids, got shape \(3, 1\)"):
+        model.step(memory, state, y[:, None], 0)
+    with pytest.raises(ValueError, match=r"y_prev must be \(B=3,\) to match the memory, got shape \(2,\)"):
+        model.step(memory, state, y[:2], 0)
+    with pytest.raises(ValueError, match=rf"y_prev holds token id {V_TGT}, outside the vocabulary"):
+        model.step(memory, state, torch.full_like(y, V_TGT), 0)
+    with pytest.raises(TypeError, match="y_prev must hold integer token ids"):
+        model.step(memory, state, y.float(), 0)
+    with pytest.raises(ValueError, match="t must be >= 0, got -1"):
+        model.step(memory, state, y, -1)
+    with pytest.raises(ValueError, match=rf"state must be a tuple of {n} \(B, H\) tensors .*, got {n + 1} tensors"):
+        model.step(memory, (*state, state[0]), y, 0)
+    with pytest.raises(ValueError, match=r"state\[0\] must be \(B=3, H=12\), got \(2, 12\)"):
+        model.step(memory, (state[0][:2], *state[1:]), y, 0)
+    with pytest.raises(ValueError, match="state must be a tuple of .*, got Tensor"):
+        model.step(memory, state[0], y, 0)

@@ -1,14 +1,16 @@
 """The fastai training toolkit: loss, metric, time budget, and a model that learns to copy."""
 
-import time
+import math
+from types import SimpleNamespace
 
 import pytest
 import torch
+from fastai.callback.core import CancelFitException
 from fastai.learner import Learner
 
-from attnlab.data import PAD
 from attnlab.evaluate import evaluate_model
-from attnlab.train import TimeBudget, masked_cross_entropy, token_accuracy
+from attnlab.train import Budget, MaskedCrossEntropy, masked_cross_entropy, token_accuracy
+from attnlab.vocab import PAD
 
 
 def test_masked_cross_entropy_ignores_padding():
@@ -32,16 +34,49 @@ def test_token_accuracy_ignores_padding():
     assert token_accuracy(logits, target).item() == 0.5
 
 
-def test_loss_shape_errors():
-    with pytest.raises(ValueError, match=r"expected logits \(B, T, V\)"):
-        masked_cross_entropy(torch.randn(2, 3, 5), torch.zeros(2, 4, dtype=torch.long))
+def test_label_smoothing_spreads_mass_as_documented():
+    """With smoothing e the target is (1 - e) one-hot + e / V uniform, over non-pad positions."""
+    torch.manual_seed(0)
+    logits = torch.randn(2, 3, 5)
+    target = torch.tensor([[1, 2, PAD], [3, PAD, PAD]])
+    keep = [(0, 0), (0, 1), (1, 0)]
+    logp = torch.log_softmax(logits, -1)
+    manual = torch.stack([-(0.9 * logp[b, t, target[b, t]] + 0.1 * logp[b, t].mean()) for b, t in keep]).mean()
+    torch.testing.assert_close(masked_cross_entropy(logits, target, 0.1), manual)
+    torch.testing.assert_close(MaskedCrossEntropy(0.1)(logits, target), manual)
+
+
+def test_loss_and_metric_input_errors():
+    logits, target = torch.randn(2, 3, 5), torch.zeros(2, 3, dtype=torch.long)
+    for fn in (masked_cross_entropy, token_accuracy):
+        with pytest.raises(
+            ValueError, match=r"target must be \(B, T\) = \(2, 3\) to match logits \(2, 3, 5\), got shape \(2, 4\)"
+        ):
+            fn(logits, torch.zeros(2, 4, dtype=torch.long))
+        with pytest.raises(ValueError, match=r"logits must be \(B, T, V\), got shape \(6, 5\)"):
+            fn(logits.flatten(0, 1), target)
+        with pytest.raises(TypeError, match="logits must be a floating-point tensor, got dtype torch.int64"):
+            fn(logits.long(), target)
+        with pytest.raises(TypeError, match="target must hold integer token ids, got dtype torch.float32"):
+            fn(logits, target.float())
+        with pytest.raises(ValueError, match=r"target holds token id 5, outside the vocabulary \[0, 5\)"):
+            fn(logits, torch.full((2, 3), 5))
+        with pytest.raises(ValueError, match=r"target holds token id -1, outside the vocabulary \[0, 5\)"):
+            fn(logits, torch.full((2, 3), -1))
+    for bad in (1.0, -0.1, math.nan):
+        with pytest.raises(ValueError, match=r"label_smoothing must be in \[0, 1\), got"):
+            masked_cross_entropy(logits, target, bad)
+        with pytest.raises(ValueError, match=r"label_smoothing must be in \[0, 1\), got"):
+            MaskedCrossEntropy(bad)  # refused when the Learner is built, not at the first batch
+    with pytest.raises(TypeError, match="label_smoothing must be a float"):
+        masked_cross_entropy(logits, target, "0.1")
 
 
 def test_time_budget_stops_cleanly_and_schedules_by_time(copy_trained):
     *_, learn, stats = copy_trained
     assert isinstance(learn, Learner)
     assert 9.5 <= stats.seconds <= 13, stats
-    budget = next(cb for cb in learn.cbs if isinstance(cb, TimeBudget))
+    budget = next(cb for cb in learn.cbs if isinstance(cb, Budget))
     assert budget.stopped_early
     # one-cycle went through warm-up and annealing inside the budget
     lrs = learn.recorder.lrs
@@ -61,12 +96,125 @@ def test_tiny_model_learns_the_copy_task(copy_trained):
 
 
 def test_time_budget_rejects_nonsense():
-    with pytest.raises(ValueError, match="seconds must be positive"):
-        TimeBudget(0)
+    for bad in (0, -1.0, math.nan, math.inf):
+        with pytest.raises(ValueError, match="seconds must be positive and finite, got"):
+            Budget(bad)
+    with pytest.raises(TypeError, match="seconds must be a number, got str"):
+        Budget("60")
 
 
-def test_budget_is_wall_clock_not_epochs():
-    cb = TimeBudget(0.05, schedule=False)
-    cb.elapsed, cb._t0 = 0.0, time.perf_counter()
-    time.sleep(0.06)
-    assert cb._now() >= 0.05
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_time_budget_counts_training_time_only_and_schedules_by_it():
+    """Driven event by event with a fake clock: validation time is not counted, pct_train is the
+    share of the budget spent, and the fit is cancelled at the first batch that ends past it."""
+    clock = FakeClock()
+    cb = Budget(10, clock=clock)
+    cb.learn = learn = SimpleNamespace(training=True, pct_train=0.0)
+    cb.before_fit()
+    clock.now = 100.0
+    cb.before_train()
+    clock.now = 102.0
+    cb.before_batch()
+    assert learn.pct_train == pytest.approx(0.2)
+    cb.after_batch()  # 2 s of 10: keep going
+    clock.now = 105.0
+    cb.after_train()
+    assert cb.elapsed == pytest.approx(5.0)
+    learn.training = False  # a 50 s validation pass counts for nothing
+    clock.now = 155.0
+    cb.before_batch()
+    cb.after_batch()
+    assert learn.pct_train == pytest.approx(0.2) and not cb.stopped_early
+    learn.training = True
+    cb.before_train()
+    clock.now = 158.0
+    cb.before_batch()
+    assert learn.pct_train == pytest.approx(0.8)
+    cb.after_batch()
+    clock.now = 160.5
+    with pytest.raises(CancelFitException):
+        cb.after_batch()
+    assert cb.stopped_early and cb.elapsed == pytest.approx(10.5)
+
+
+def test_time_budget_without_schedule_leaves_pct_train_alone():
+    clock = FakeClock()
+    cb = Budget(4, schedule=False, clock=clock)
+    cb.learn = learn = SimpleNamespace(training=True, pct_train=0.123)
+    cb.before_fit()
+    cb.before_train()
+    clock.now = 3.0
+    cb.before_batch()
+    cb.after_batch()
+    assert learn.pct_train == 0.123
+    clock.now = 4.0
+    with pytest.raises(CancelFitException):
+        cb.after_batch()
+
+
+def test_step_budget_counts_training_steps_only_and_schedules_by_them():
+    """A budget of 3 steps: pct_train is 0, 1/3, 2/3 before the training batches, validation batches
+    count for nothing, and the fit is cancelled right after the third training step."""
+    cb = Budget(steps=3, clock=FakeClock())
+    cb.learn = learn = SimpleNamespace(training=True, pct_train=0.0)
+    cb.before_fit()
+    cb.before_train()
+    seen = []
+    for _ in range(2):
+        cb.before_batch()
+        seen.append(learn.pct_train)
+        cb.after_batch()
+    learn.training = False
+    for _ in range(5):  # validation
+        cb.before_batch()
+        cb.after_batch()
+    learn.training = True
+    cb.before_batch()
+    seen.append(learn.pct_train)
+    with pytest.raises(CancelFitException):
+        cb.after_batch()
+    assert seen == pytest.approx([0, 1 / 3, 2 / 3]) and cb.done == 3 and cb.stopped_early
+
+
+def test_budget_needs_exactly_one_of_steps_and_seconds():
+    with pytest.raises(ValueError, match="give exactly one of seconds and steps"):
+        Budget()
+    with pytest.raises(ValueError, match="give exactly one of seconds and steps"):
+        Budget(10, steps=5)
+    for bad in (0, -3):
+        with pytest.raises(ValueError, match="steps must be >= 1"):
+            Budget(steps=bad)
+    with pytest.raises(TypeError, match="steps must be an int"):
+        Budget(steps=2.5)
+
+
+def test_step_budget_runs_are_reproducible():
+    """The same seed and step budget give the same run twice: identical losses and weights."""
+    from attnlab.loaders import make_dataloaders
+    from attnlab.rnn import RNNConfig, Seq2SeqRNN
+    from attnlab.train import fit_budget, set_seed
+    from attnlab.vocab import build_vocabs
+
+    from .conftest import copy_task_splits
+
+    runs = []
+    for _ in range(2):
+        set_seed(0)
+        splits = copy_task_splits(n_train=640)
+        src_vocab, tgt_vocab = build_vocabs(splits)
+        dls = make_dataloaders(splits, src_vocab, tgt_vocab, bs=64)
+        model = Seq2SeqRNN(RNNConfig(len(src_vocab), len(tgt_vocab), emb_dim=8, hid_dim=16, attention="bahdanau"))
+        learn, stats = fit_budget(model, dls, steps=25, lr=1e-2, progress=False)
+        runs.append((stats, [float(x) for x in learn.recorder.losses], model.state_dict()))
+    (s1, l1, w1), (s2, l2, w2) = runs
+    assert s1.steps == s2.steps == 25 and len(l1) == 25
+    assert l1 == l2
+    for k in w1:
+        assert torch.equal(w1[k], w2[k]), k

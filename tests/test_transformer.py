@@ -5,19 +5,22 @@ import torch
 from torch import nn
 
 from attnlab.checkpoint import load_checkpoint, save_checkpoint
-from attnlab.data import BOS, EOS, PAD, Vocab
 from attnlab.decoding import beam_search, greedy_decode, sequence_logprob
 from attnlab.masks import causal_mask, padding_mask, to_nn_mha_mask
 from attnlab.transformer import (
+    Decoder,
     DecoderLayer,
     Encoder,
     EncoderLayer,
+    FeedForward,
     PositionalEncoding,
     Transformer,
     TransformerConfig,
+    sinusoid_frequencies,
     sinusoid_shift_matrix,
     sinusoidal_table,
 )
+from attnlab.vocab import BOS, EOS, PAD, Vocab
 
 V_SRC, V_TGT = 20, 23
 ATOL = RTOL = 1e-5  # float32; observed differences are ~1e-7 or exactly 0
@@ -52,7 +55,7 @@ def test_encoder_layer_equals_nn_transformer_encoder_layer(norm_first, need_weig
     x = torch.randn(3, 7, 16)  # (B, S, E)
     real = padding_mask(torch.tensor([7, 4, 2]), 7)  # (B, S), True = real token (course convention)
     expected = ref(x, src_key_padding_mask=to_nn_mha_mask(real))  # nn.*: True = blocked
-    got, w = ours(x, real, need_weights=need_weights)
+    got, w = ours(x, src_keep=real, need_weights=need_weights)
     # PyTorch's fast path may write zeros at padded query positions; compare the real ones
     torch.testing.assert_close(got[real], expected[real], atol=ATOL, rtol=RTOL)
     if need_weights:
@@ -75,11 +78,11 @@ def test_decoder_layer_equals_nn_transformer_decoder_layer(norm_first, need_weig
         tgt_key_padding_mask=to_nn_mha_mask(tgt_real),
         memory_key_padding_mask=to_nn_mha_mask(src_real),
     )
-    got, w_self, w_cross = ours(y, memory, src_real, tgt_real, need_weights=need_weights)
+    got, w_self, w_cross = ours(y, memory, src_keep=src_real, tgt_keep=tgt_real, need_weights=need_weights)
     torch.testing.assert_close(got[tgt_real], expected[tgt_real], atol=ATOL, rtol=RTOL)
     # and with the causal mask alone (how the Transformer calls it)
     expected = ref(y, memory, tgt_mask=to_nn_mha_mask(causal_mask(6)), memory_key_padding_mask=to_nn_mha_mask(src_real))
-    torch.testing.assert_close(ours(y, memory, src_real)[0], expected, atol=ATOL, rtol=RTOL)
+    torch.testing.assert_close(ours(y, memory, src_keep=src_real)[0], expected, atol=ATOL, rtol=RTOL)
     if need_weights:
         assert (w_self.triu(diagonal=1) == 0).all(), "decoder self-attention saw the future"
         assert (w_cross[~src_real[:, None, None, :].expand_as(w_cross)] == 0).all()
@@ -90,12 +93,85 @@ def test_pre_ln_encoder_stack_equals_nn_transformer_encoder():
     layer = nn.TransformerEncoderLayer(16, 4, 40, dropout=0.0, batch_first=True, norm_first=True)
     ref = nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(16), enable_nested_tensor=False).eval()
     ours = Encoder(2, 16, 4, 40, norm_first=True).eval()
-    for mine, theirs in zip(ours.layers, ref.layers):
+    for mine, theirs in zip(ours.layers, ref.layers, strict=True):
         mine.load_from_torch(theirs)
     ours.norm.load_state_dict(ref.norm.state_dict())
     x, real = torch.randn(2, 5, 16), padding_mask(torch.tensor([5, 3]), 5)
     expected = ref(x, src_key_padding_mask=to_nn_mha_mask(real))
-    torch.testing.assert_close(ours(x, real)[0][real], expected[real], atol=ATOL, rtol=RTOL)
+    torch.testing.assert_close(ours(x, src_keep=real)[0][real], expected[real], atol=ATOL, rtol=RTOL)
+
+
+@PLACEMENTS
+@pytest.mark.parametrize("need_weights", [False, True], ids=["fast", "weights"])
+def test_cross_attention_on_projected_keys_values_equals_projecting_again(norm_first, need_weights):
+    torch.manual_seed(0)
+    layer = DecoderLayer(16, 4, 40, norm_first=norm_first).eval()
+    y, memory = torch.randn(3, 6, 16), torch.randn(3, 7, 16)  # (B, T, E), (B, S, E)
+    keep = padding_mask(torch.tensor([7, 4, 2]), 7)  # (B, S)
+    a = layer(y, memory, src_keep=keep, need_weights=need_weights)
+    b = layer(y, src_keep=keep, cross_kv=layer.cross_kv(memory), need_weights=need_weights)
+    for x, z in zip(a, b, strict=True):
+        if x is None:
+            assert z is None
+        else:
+            torch.testing.assert_close(x, z, atol=0, rtol=0)
+    with pytest.raises(ValueError, match="give memory"):
+        layer(y, src_keep=keep)
+
+
+def test_pytorch_mask_names_are_refused_by_layers_and_stacks():
+    """nn.Transformer* names mean True = blocked (and tgt_mask is their causal mask): they fail loudly here."""
+    x, memory = torch.randn(2, 5, 16), torch.randn(2, 4, 16)
+    pad = torch.zeros(2, 5, dtype=torch.bool)
+    enc, dec = EncoderLayer(16, 4, 32), DecoderLayer(16, 4, 32)
+    with pytest.raises(TypeError, match=r"EncoderLayer.forward\(\) got src_key_padding_mask=.*pass src_keep="):
+        enc(x, src_key_padding_mask=pad)
+    with pytest.raises(TypeError, match=r"got src_mask=.*True means \*blocked\*.*pass src_keep="):
+        enc(x, src_mask=pad)
+    with pytest.raises(TypeError, match="positional argument"):
+        enc(x, pad)  # a mask passed by position, as nn.TransformerEncoderLayer(src, src_mask) takes it
+    with pytest.raises(TypeError, match=r"DecoderLayer.forward\(\) got tgt_mask=.*no such argument"):
+        dec(x, memory, tgt_mask=torch.zeros(5, 5, dtype=torch.bool))
+    with pytest.raises(TypeError, match="got memory_key_padding_mask=.*pass src_keep="):
+        dec(x, memory, memory_key_padding_mask=torch.zeros(2, 4, dtype=torch.bool))
+    with pytest.raises(TypeError, match="got tgt_key_padding_mask=.*pass tgt_keep="):
+        dec(x, memory, tgt_key_padding_mask=pad)
+    with pytest.raises(TypeError, match=r"Encoder.forward\(\) got mask="):
+        Encoder(1, 16, 4, 32)(x, mask=pad)
+    with pytest.raises(TypeError, match=r"Decoder.forward\(\) got memory_key_padding_mask="):
+        Decoder(1, 16, 4, 32)(x, memory, memory_key_padding_mask=pad)
+
+
+@pytest.mark.parametrize(
+    "build, error, match",
+    [
+        (lambda: EncoderLayer(0, 4, 32), ValueError, "d_model must be >= 1, got 0"),
+        (lambda: EncoderLayer(16, 0, 32), ValueError, "num_heads must be >= 1, got 0"),
+        (lambda: DecoderLayer(16, -4, 32), ValueError, "num_heads must be >= 1, got -4"),
+        (lambda: DecoderLayer(16, 3, 32), ValueError, "d_model=16 is not divisible by num_heads=3"),
+        (lambda: EncoderLayer(16, 4, 0), ValueError, "dim_feedforward must be >= 1, got 0"),
+        (lambda: DecoderLayer(16, 4, 32, dropout=1.0), ValueError, r"dropout must be in \[0, 1\), got 1.0"),
+        (lambda: EncoderLayer(16, 4, 32, layer_norm_eps=0.0), ValueError, "layer_norm_eps must be a positive"),
+        (lambda: EncoderLayer(16, 4, 32, norm_first=1), TypeError, "norm_first must be a bool"),
+        (lambda: Encoder(0, 16, 4, 32), ValueError, "num_layers must be >= 1, got 0"),
+        (lambda: Decoder(2.0, 16, 4, 32), TypeError, "num_layers must be an int, got float"),
+        (lambda: FeedForward(16, -1), ValueError, "dim_feedforward must be >= 1, got -1"),
+        (lambda: PositionalEncoding("learned", 8, 0), ValueError, "max_len must be >= 1, got 0"),
+        (lambda: PositionalEncoding("sinusoidal", 0, 8), ValueError, "d_model must be >= 1, got 0"),
+        (lambda: sinusoidal_table(-1, 8), ValueError, "max_len must be >= 0, got -1"),
+        (lambda: TransformerConfig(5, 5, d_model=0), ValueError, "d_model must be >= 1, got 0"),
+        (lambda: TransformerConfig(5, 5, max_len=0), ValueError, "max_len must be >= 1, got 0"),
+        (lambda: TransformerConfig(5, 0), ValueError, "tgt_vocab_size must be >= 1, got 0"),
+        (lambda: TransformerConfig(5, 5, dim_feedforward=-8), ValueError, "dim_feedforward must be >= 1, got -8"),
+        (lambda: TransformerConfig(5, 5, num_heads=0), ValueError, "num_heads must be >= 1, got 0"),
+        (lambda: TransformerConfig(5, 5, dropout=1.0), ValueError, r"dropout must be in \[0, 1\)"),
+        (lambda: TransformerConfig(5, 5, tie_embeddings="yes"), TypeError, "tie_embeddings must be a bool"),
+        (lambda: Transformer({"src_vocab_size": 5}), TypeError, "config must be a TransformerConfig, got dict"),
+    ],
+)
+def test_sizes_are_checked_in_every_constructor(build, error, match):
+    with pytest.raises(error, match=match):
+        build()
 
 
 def test_load_from_torch_refuses_the_other_placement():
@@ -107,6 +183,21 @@ def test_load_from_torch_refuses_the_other_placement():
 
 
 # ----------------------------------------------------------------------------- positions
+
+
+def test_sinusoid_frequencies_by_hand_are_those_of_the_table_and_the_shift():
+    omega = sinusoid_frequencies(8)  # (E/2,)
+    by_hand = torch.tensor([10000 ** (-2 * i / 8) for i in range(4)], dtype=torch.float64)
+    torch.testing.assert_close(omega, by_hand)
+    pe = sinusoidal_table(5, 8)  # (P, E)
+    pos = torch.arange(5, dtype=torch.float64)[:, None]  # (P, 1)
+    torch.testing.assert_close(pe[:, 0::2], torch.sin(pos * by_hand).float())
+    torch.testing.assert_close(pe[:, 1::2], torch.cos(pos * by_hand).float())
+    m = sinusoid_shift_matrix(3, 8)  # (E, E): 2x2 rotations by 3 * omega_i
+    torch.testing.assert_close(m[0::2, 0::2].diagonal(), torch.cos(3 * by_hand).float())
+    torch.testing.assert_close(m[0::2, 1::2].diagonal(), torch.sin(3 * by_hand).float())
+    with pytest.raises(ValueError, match="even d_model"):
+        sinusoid_frequencies(7)
 
 
 def test_sinusoid_shift_is_a_fixed_rotation():
@@ -262,9 +353,9 @@ def test_source_longer_than_the_positional_table_names_both_lengths():
 def test_empty_target_and_empty_source():
     model = make()
     src, _ = batch()
-    with pytest.raises(ValueError, match=r"T = 0"):
+    with pytest.raises(ValueError, match=r"tgt_in must have length >= 1 \(dim 1\), got shape \(3, 0\)"):
         model(src, torch.zeros(3, 0, dtype=torch.long))
-    with pytest.raises(ValueError, match="no positions"):
+    with pytest.raises(ValueError, match=r"src must have length >= 1 \(dim 1\), got shape \(3, 0\)"):
         model.encode(torch.zeros(3, 0, dtype=torch.long))
     src[1] = PAD
     with pytest.raises(ValueError, match="all-padding row"):
@@ -290,6 +381,37 @@ def test_wrong_dims_and_dtypes():
         model.step(memory, state, tgt_in[:2, 0], 0)
 
 
+def test_token_ids_outside_the_vocabulary_are_refused():
+    model = make()
+    src, tgt_in = batch()
+    bad_src = src.clone()
+    bad_src[0, 0] = V_SRC
+    with pytest.raises(ValueError, match=rf"src holds token id {V_SRC}, outside the vocabulary \[0, {V_SRC}\)"):
+        model(bad_src, tgt_in)
+    bad_tgt = tgt_in.clone()
+    bad_tgt[1, 2] = -1
+    with pytest.raises(ValueError, match=rf"tgt_in holds token id -1, outside the vocabulary \[0, {V_TGT}\)"):
+        model(src, bad_tgt)
+    memory = model.encode(src)
+    with pytest.raises(ValueError, match=rf"y_prev holds token id {V_TGT}"):
+        model.step(memory, model.init_state(memory), torch.full((3,), V_TGT), 0)
+
+
+def test_a_decoder_state_from_another_batch_is_refused():
+    model = make()
+    src, _ = batch()
+    memory = model.encode(src)  # B = 3
+    other = model.init_state(model.encode(src[:2]))  # a cache for B = 2
+    with pytest.raises(ValueError, match=r"cache\['k'\] must be \(B, H, S, D\) = \(3, 4, S, 8\).*another batch"):
+        model.step(memory, other, torch.full((3,), BOS), 0)
+    with pytest.raises(TypeError, match="memory must be the dict that encode"):
+        model.step(memory["states"], other, torch.full((3,), BOS), 0)
+    with pytest.raises(ValueError, match=r"state has no key/value cache for decoder layer 0"):
+        model.step(memory, {}, torch.full((3,), BOS), 0)
+    with pytest.raises(ValueError, match="t must be >= 0, got -1"):
+        model.step(memory, model.init_state(memory), torch.full((3,), BOS), -1)
+
+
 def test_tensors_on_another_device_are_refused():
     model = make()
     src, tgt_in = batch()
@@ -307,7 +429,7 @@ def test_bad_configs():
         TransformerConfig(5, 5, d_model=30, num_heads=4)
     with pytest.raises(ValueError, match="positions='rope'"):
         TransformerConfig(5, 5, positions="rope")
-    with pytest.raises(ValueError, match="num_decoder_layers must be at least 1"):
+    with pytest.raises(ValueError, match="num_decoder_layers must be >= 1, got 0"):
         TransformerConfig(5, 5, num_decoder_layers=0)
     with pytest.raises(ValueError, match="even d_model"):
         TransformerConfig(5, 5, d_model=15, num_heads=3)

@@ -14,6 +14,17 @@ in the outputs or the gradients. The fused kernel is not trusted with such rows 
 the PyTorch version and kernel it returns NaN or something else), so the fast path unblocks
 them before the call and zeroes their outputs afterwards; the two paths agree everywhere.
 
+Both paths also follow one NaN policy, *NaN in, NaN out* (:mod:`attnlab.masks`): a query row
+with a NaN query, or scored against a NaN key it may attend to, gets a NaN output (and NaN
+weights), fully masked or not; a NaN is never replaced by a number. (Whether a NaN *blocked*
+key or value reaches a row depends on the fused kernel, which may skip blocked keys; the
+weights path always lets it through.)
+
+The masks of :class:`MultiHeadAttention` are called ``key_keep`` and ``attn_keep``, not
+``key_padding_mask`` / ``attn_mask``: ``nn.MultiheadAttention`` gives those names boolean masks
+with ``True`` = blocked, and passing them here raises a ``TypeError`` instead of silently
+inverting the mask.
+
 Shape legend
 ------------
 B   batch size
@@ -31,12 +42,14 @@ Ek, Ev  widths of the key and value *inputs* of :class:`MultiHeadAttention` (``k
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnlab.masks import causal_mask, check_mask, combine_masks, masked_softmax
+from attnlab.checks import check_float_tensor, check_positive_int, check_probability, check_tensor
+from attnlab.masks import causal_mask, check_mask, combine_masks, masked_softmax, refuse_torch_mask_names
 
 __all__ = [
     "scaled_dot_product_attention",
@@ -52,19 +65,10 @@ __all__ = [
 # ----------------------------------------------------------------------------------------------
 
 
-def _check_float(name: str, t: torch.Tensor) -> None:
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if not t.dtype.is_floating_point:
-        raise TypeError(
-            f"{name} must be a floating-point tensor, got dtype {t.dtype} (shape {tuple(t.shape)})"
-        )
-
-
 def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Size:
     """Validate q, k, v for attention and return the shape of the scores, ``(..., L, S)``."""
     for name, t in (("q", q), ("k", k), ("v", v)):
-        _check_float(name, t)
+        check_float_tensor(name, t)
         if t.dim() < 2:
             raise ValueError(
                 f"{name} must have at least 2 dims (..., length, features), got {tuple(t.shape)}"
@@ -127,8 +131,8 @@ def scaled_dot_product_attention(
             to the *end* so that it is right for a key/value cache). For ``L == S`` this is
             exactly PyTorch's ``is_causal``; for ``L < S`` PyTorch aligns to the start instead.
         scale: factor applied to the scores; default :math:`1/\sqrt{E}`.
-        dropout_p: dropout probability on the weights (applied whenever ``> 0``; callers pass
-            ``0.0`` in eval mode).
+        dropout_p: dropout probability on the weights, in ``[0, 1)`` (applied whenever ``> 0``;
+            callers pass ``0.0`` in eval mode).
         need_weights: ``True`` computes the softmax explicitly and returns the weights;
             ``False`` calls the fused :func:`torch.nn.functional.scaled_dot_product_attention`
             and returns ``None`` for the weights. Same result either way (up to rounding, and
@@ -137,19 +141,29 @@ def scaled_dot_product_attention(
     Returns:
         ``(out, weights)``: ``out`` is ``(..., L, Ev)``; ``weights`` is ``(..., L, S)`` (rows sum
         to 1, all zeros for a fully masked row) or ``None`` when ``need_weights`` is False.
-        The weights are those *before* dropout.
+        The weights are those *before* dropout. A query row with a NaN score is NaN on both
+        paths (NaN policy, module docstring).
 
     Raises:
-        TypeError: non-float inputs, mixed dtypes, a mask that is neither bool nor float.
-        ValueError: q/k feature sizes differ, k/v lengths differ, a mask that does not broadcast.
+        TypeError: non-float inputs, mixed dtypes, a mask that is neither bool nor float, a
+            ``dropout_p`` or ``scale`` that is not a number.
+        ValueError: q/k feature sizes differ, k/v lengths differ, a mask that does not broadcast
+            or holds ``+inf``/NaN, ``dropout_p`` outside ``[0, 1)``, a scale that is not finite.
     """
     scores_shape = _check_qkv(q, k, v)  # (..., L, S)
+    dropout_p = check_probability("dropout_p", dropout_p)
     L, S = scores_shape[-2], scores_shape[-1]
     if mask is not None:
         check_mask(mask, scores_shape, name="mask")
         if mask.dtype != torch.bool:
             mask = mask.to(q.dtype)  # same shape; the fused kernel wants a float mask in q's dtype
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1])
+    elif isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+        raise TypeError(f"scale must be a real number or None, got {type(scale).__name__} {scale!r}")
+    elif not math.isfinite(scale):
+        raise ValueError(f"scale must be finite, got {scale}")
+    scale = float(scale)
     if is_causal and mask is None and L == S and not need_weights:
         # The fused kernel's own causal flag means the same thing when L == S and lets it skip
         # the blocked half of the scores instead of reading a mask.
@@ -172,7 +186,9 @@ def scaled_dot_product_attention(
 
     # Fast path. A fully masked row would reach the fused softmax as 0/0; give such rows one
     # harmless allowed pattern (everything), then zero their outputs, so they match the
-    # weights path and no NaN can enter the backward pass either.
+    # weights path and no NaN can enter the backward pass either. Zeroing multiplies by 0
+    # rather than overwriting: a row that is NaN (a NaN query, say) stays NaN, as it does on the
+    # weights path (NaN policy).
     dead = None
     if mask is not None:
         dead = _dead_rows(mask)  # (..., L, 1)
@@ -184,7 +200,7 @@ def scaled_dot_product_attention(
         q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale
     )  # (..., L, Ev)
     if dead is not None:
-        out = out.masked_fill(dead, 0.0)  # (..., L, Ev)
+        out = torch.where(dead, out * 0.0, out)  # (..., L, Ev)
     return out, None
 
 
@@ -203,6 +219,8 @@ def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     Returns:
         ``(..., H, L, D)`` with ``D = E // H`` (a view when possible; no data is copied).
     """
+    check_tensor("x", x, dims=range(2, 64), shape_text="(..., L, E)")
+    num_heads = check_positive_int("num_heads", num_heads)
     *lead, L, E = x.shape
     if E % num_heads:
         raise ValueError(f"feature size {E} of x {tuple(x.shape)} is not divisible by num_heads={num_heads}")
@@ -219,6 +237,7 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     Returns:
         ``(..., L, H * D)``.
     """
+    check_tensor("x", x, dims=range(3, 64), shape_text="(..., H, L, D)")
     *lead, H, L, D = x.shape
     x = x.transpose(-3, -2)  # (..., L, H, D)
     return x.reshape(*lead, L, H * D)  # (..., L, E)
@@ -265,21 +284,19 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         if not batch_first:
             raise ValueError("MultiHeadAttention is batch-first only: inputs are (B, L, E)")
-        if embed_dim <= 0 or num_heads <= 0:
-            raise ValueError(f"embed_dim and num_heads must be positive, got {embed_dim} and {num_heads}")
+        embed_dim = check_positive_int("embed_dim", embed_dim)
+        num_heads = check_positive_int("num_heads", num_heads)
         if embed_dim % num_heads:
             raise ValueError(
                 f"embed_dim={embed_dim} is not divisible by num_heads={num_heads} "
                 f"(each head gets embed_dim // num_heads features)"
             )
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         self.embed_dim = embed_dim
         self.num_heads = num_heads
         self.head_dim = embed_dim // num_heads
-        self.kdim = embed_dim if kdim is None else kdim
-        self.vdim = embed_dim if vdim is None else vdim
-        self.dropout = dropout
+        self.kdim = embed_dim if kdim is None else check_positive_int("kdim", kdim)
+        self.vdim = embed_dim if vdim is None else check_positive_int("vdim", vdim)
+        self.dropout = check_probability("dropout", dropout)
         self.batch_first = True
         self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.k_proj = nn.Linear(self.kdim, embed_dim, bias=bias)
@@ -315,6 +332,8 @@ class MultiHeadAttention(nn.Module):
         Returns:
             ``self``, so ``MultiHeadAttention(...).load_from_torch(mha)`` reads naturally.
         """
+        if not isinstance(mha, nn.MultiheadAttention):
+            raise TypeError(f"mha must be an nn.MultiheadAttention, got {type(mha).__name__}")
         if (mha.embed_dim, mha.num_heads, mha.kdim, mha.vdim) != (
             self.embed_dim,
             self.num_heads,
@@ -351,6 +370,8 @@ class MultiHeadAttention(nn.Module):
     @classmethod
     def from_torch(cls, mha: nn.MultiheadAttention) -> MultiHeadAttention:
         """A new module with the configuration and weights of ``mha`` (same dtype and device)."""
+        if not isinstance(mha, nn.MultiheadAttention):
+            raise TypeError(f"mha must be an nn.MultiheadAttention, got {type(mha).__name__}")
         ours = cls(
             mha.embed_dim,
             mha.num_heads,
@@ -367,69 +388,118 @@ class MultiHeadAttention(nn.Module):
     def _project(
         self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Input projections; for self-attention one matrix product instead of three."""
+        """Input projections, split into heads; for self-attention one matrix product instead of three."""
         if query is key and key is value and self.kdim == self.vdim == self.embed_dim:
             w = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])  # (3E, E)
             b = None
             if self.q_proj.bias is not None:
                 b = torch.cat([self.q_proj.bias, self.k_proj.bias, self.v_proj.bias])  # (3E,)
-            return F.linear(query, w, b).chunk(3, dim=-1)  # 3 x (B, L, E)
-        return self.q_proj(query), self.k_proj(key), self.v_proj(value)  # (B,L,E), (B,S,E), (B,S,E)
+            q, k, v = F.linear(query, w, b).chunk(3, dim=-1)  # 3 x (B, L, E)
+            H = self.num_heads
+            return split_heads(q, H), split_heads(k, H), split_heads(v, H)  # 3 x (B, H, L, D)
+        k, v = self.project_kv(key, value)  # (B, H, S, D) each
+        return split_heads(self.q_proj(query), self.num_heads), k, v  # (B, H, L, D), (B, H, S, D) x 2
+
+    def project_kv(self, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Project keys and values once, split into heads, for :meth:`forward`'s ``kv`` argument.
+
+        Cross-attention attends to the same source at every decoding step; projecting it once
+        and passing ``kv=`` then skips the two projections at each step.
+
+        Args:
+            key: ``(B, S, Ek)``.
+            value: ``(B, S, Ev)``.
+
+        Returns:
+            ``(k, v)``, each ``(B, H, S, D)``.
+        """
+        self._check_input("key", key, self.kdim)
+        self._check_input("value", value, self.vdim)
+        if key.shape[:2] != value.shape[:2]:
+            raise ValueError(
+                f"key and value must have the same batch size B and length S: key has shape {tuple(key.shape)}, "
+                f"value has shape {tuple(value.shape)}"
+            )
+        k = split_heads(self.k_proj(key), self.num_heads)  # (B, H, S, D)
+        v = split_heads(self.v_proj(value), self.num_heads)  # (B, H, S, D)
+        return k, v
+
+    @staticmethod
+    def _check_input(name: str, t: torch.Tensor, width: int) -> None:
+        check_float_tensor(name, t)
+        if t.dim() != 3 or t.shape[-1] != width:
+            raise ValueError(f"{name} must have shape (B, length, {width}), got {tuple(t.shape)}")
+
+    def _check_heads(self, name: str, t: torch.Tensor, query: torch.Tensor) -> None:
+        """``t`` must be ``(B, H, S, D)`` keys or values in ``query``'s batch size, dtype and device."""
+        B, H, D = query.shape[0], self.num_heads, self.head_dim
+        check_float_tensor(name, t)
+        if t.dim() != 4 or t.shape[0] != B or t.shape[1] != H or t.shape[3] != D:
+            raise ValueError(
+                f"{name} must be (B, H, S, D) = ({B}, {H}, S, {D}) to match the query {tuple(query.shape)}, "
+                f"got {tuple(t.shape)}"
+                + (" (a cache from another batch? start each batch with a fresh {})" if "cache" in name else "")
+            )
+        if t.dtype != query.dtype or t.device != query.device:
+            raise ValueError(
+                f"{name} is {t.dtype} on {t.device} but the query is {query.dtype} on {query.device}"
+            )
 
     def _merge_masks(
         self,
-        attn_mask: torch.Tensor | None,
-        key_padding_mask: torch.Tensor | None,
+        attn_keep: torch.Tensor | None,
+        key_keep: torch.Tensor | None,
         B: int,
         L: int,
         S: int,
     ) -> torch.Tensor | None:
-        """One mask broadcastable to ``(B, H, L, S)`` from ``attn_mask`` and ``key_padding_mask``."""
-        if attn_mask is not None:
-            if attn_mask.dim() == 3:
+        """One mask broadcastable to ``(B, H, L, S)`` from ``attn_keep`` and ``key_keep``."""
+        if attn_keep is not None:
+            if isinstance(attn_keep, torch.Tensor) and attn_keep.dim() == 3:
                 # nn.MultiheadAttention reads a 3-D mask as (B*H, L, S); plain broadcasting would
                 # read it as (H, L, S). Refuse the ambiguity instead of guessing.
                 raise ValueError(
-                    f"attn_mask has shape {tuple(attn_mask.shape)}: 3-D masks are ambiguous; pass "
+                    f"attn_keep has shape {tuple(attn_keep.shape)}: 3-D masks are ambiguous; pass "
                     f"(L, S) = {(L, S)}, (B, 1, L, S) or (B, H, L, S) = {(B, self.num_heads, L, S)}"
                 )
-            check_mask(attn_mask, (B, self.num_heads, L, S), name="attn_mask")
-        if key_padding_mask is not None:
-            if not (key_padding_mask.dtype == torch.bool or key_padding_mask.dtype.is_floating_point):
-                raise TypeError(
-                    "key_padding_mask must be bool (True = real token) or float (added), "
-                    f"got {key_padding_mask.dtype}"
-                )
-            if tuple(key_padding_mask.shape) != (B, S):
-                raise ValueError(
-                    f"key_padding_mask has shape {tuple(key_padding_mask.shape)}, expected (B, S) = {(B, S)}"
-                )
-            key_padding_mask = key_padding_mask[:, None, None, :]  # (B, 1, 1, S)
-        return combine_masks(attn_mask, key_padding_mask)  # broadcastable to (B, H, L, S)
+            check_mask(attn_keep, (B, self.num_heads, L, S), name="attn_keep")
+        if key_keep is not None:
+            if isinstance(key_keep, torch.Tensor) and tuple(key_keep.shape) != (B, S):
+                raise ValueError(f"key_keep has shape {tuple(key_keep.shape)}, expected (B, S) = {(B, S)}")
+            check_mask(key_keep, (B, S), name="key_keep")
+            key_keep = key_keep[:, None, None, :]  # (B, 1, 1, S)
+        return combine_masks(attn_keep, key_keep)  # broadcastable to (B, H, L, S)
 
+    @refuse_torch_mask_names(key_padding_mask="key_keep", attn_mask="attn_keep")
     def forward(
         self,
         query: torch.Tensor,
-        key: torch.Tensor,
-        value: torch.Tensor,
+        key: torch.Tensor | None = None,
+        value: torch.Tensor | None = None,
         *,
-        attn_mask: torch.Tensor | None = None,
-        key_padding_mask: torch.Tensor | None = None,
+        kv: tuple[torch.Tensor, torch.Tensor] | None = None,
+        key_keep: torch.Tensor | None = None,
+        attn_keep: torch.Tensor | None = None,
         is_causal: bool = False,
         need_weights: bool = True,
         average_attn_weights: bool = True,
         cache: dict[str, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Attend from ``query`` to ``key``/``value``.
+        """Attend from ``query`` to ``key``/``value`` (or to keys/values projected before, ``kv``).
 
         Args:
             query: ``(B, L, E)``.
-            key: ``(B, S, Ek)``.
-            value: ``(B, S, Ev)``.
-            attn_mask: course convention (bool ``True`` = attend, or float added); ``(L, S)``,
+            key: ``(B, S, Ek)``; omit it when ``kv`` is given.
+            value: ``(B, S, Ev)``; omit it when ``kv`` is given.
+            kv: ``(k, v)``, each ``(B, H, S, D)``, already projected and split into heads by
+                :meth:`project_kv` (cross-attention to one source at every decoding step).
+            key_keep: ``(B, S)`` key padding, bool ``True`` = real token (takes part), ``False`` =
+                padding; or float (added). NOT ``nn.MultiheadAttention``'s ``key_padding_mask``,
+                where ``True`` means padding: passing that name raises a ``TypeError``.
+            attn_keep: course convention (bool ``True`` = may attend, or float added); ``(L, S)``,
                 ``(B, 1, L, S)`` or ``(B, H, L, S)`` (anything broadcastable to ``(B, H, L, S)``
-                except 3-D shapes, which are refused as ambiguous).
-            key_padding_mask: ``(B, S)``, bool ``True`` = real token (``False`` = padding), or float.
+                except 3-D shapes, which are refused as ambiguous). Replaces PyTorch's
+                ``attn_mask``, whose boolean ``True`` means blocked.
             is_causal: also apply :func:`attnlab.masks.causal_mask` ``(L, S)``.
             need_weights: the switch between the two paths: ``True`` computes the softmax
                 explicitly and returns weights; ``False`` uses PyTorch's fused kernel.
@@ -438,44 +508,67 @@ class MultiHeadAttention(nn.Module):
             cache: optional dict for incremental decoding (self-attention of a decoder). The
                 projected keys and values of this call are appended to ``cache["k"]`` and
                 ``cache["v"]`` (``(B, H, S_past, D)``), and attention runs over all of them, so
-                ``S`` in the masks means ``S_past + S_new``. Start with an empty dict.
+                ``S`` in the masks means ``S_past + S_new``. Start with an empty dict for each
+                batch; a cache of another batch size is refused.
 
         Returns:
             ``(out, weights)``: ``out`` is ``(B, L, E)``; ``weights`` is ``(B, L, S)`` when averaged,
             ``(B, H, L, S)`` otherwise, or ``None`` when ``need_weights`` is False.
-        """
-        for name, t, width in (
-            ("query", query, self.embed_dim),
-            ("key", key, self.kdim),
-            ("value", value, self.vdim),
-        ):
-            _check_float(name, t)
-            if t.dim() != 3 or t.shape[-1] != width:
-                raise ValueError(f"{name} must have shape (B, length, {width}), got {tuple(t.shape)}")
-        B, L, _ = query.shape
-        if key.shape[0] != B or value.shape[0] != B:
-            raise ValueError(
-                f"batch sizes differ: query {tuple(query.shape)}, key {tuple(key.shape)}, "
-                f"value {tuple(value.shape)}"
-            )
-        if key.shape[1] != value.shape[1]:
-            raise ValueError(
-                f"key and value must have the same length S: key has shape {tuple(key.shape)}, "
-                f"value has shape {tuple(value.shape)}"
-            )
 
-        q, k, v = self._project(query, key, value)  # (B, L, E), (B, S, E), (B, S, E)
-        q = split_heads(q, self.num_heads)  # (B, H, L, D)
-        k = split_heads(k, self.num_heads)  # (B, H, S, D)
-        v = split_heads(v, self.num_heads)  # (B, H, S, D)
+        Raises:
+            TypeError: PyTorch's mask names, non-float inputs or masks of another dtype.
+            ValueError: shapes that do not fit together (named in the message), a cache of
+                another batch size, both ``kv`` and ``key``/``value`` (or neither).
+        """
+        self._check_input("query", query, self.embed_dim)
+        B, L, _ = query.shape
+        if kv is None:
+            if key is None or value is None:
+                raise ValueError("give key and value, or kv=(k, v) projected by project_kv()")
+            self._check_input("key", key, self.kdim)
+            self._check_input("value", value, self.vdim)
+            if key.shape[0] != B or value.shape[0] != B:
+                raise ValueError(
+                    f"batch sizes differ: query {tuple(query.shape)}, key {tuple(key.shape)}, "
+                    f"value {tuple(value.shape)}"
+                )
+            if key.shape[1] != value.shape[1]:
+                raise ValueError(
+                    f"key and value must have the same length S: key has shape {tuple(key.shape)}, "
+                    f"value has shape {tuple(value.shape)}"
+                )
+            q, k, v = self._project(query, key, value)  # (B, H, L, D), (B, H, S, D), (B, H, S, D)
+        else:
+            if key is not None or value is not None:
+                raise ValueError("give either key and value or kv=(k, v), not both")
+            if cache is not None:
+                raise ValueError(
+                    "kv= (keys/values projected before) and cache= (keys/values appended) exclude each other"
+                )
+            if not (isinstance(kv, (tuple, list)) and len(kv) == 2):
+                raise TypeError(f"kv must be a pair (k, v) of (B, H, S, D) tensors, got {type(kv).__name__}")
+            k, v = kv  # (B, H, S, D) each
+            self._check_heads("kv[0] (keys)", k, query)
+            self._check_heads("kv[1] (values)", v, query)
+            if k.shape[2] != v.shape[2]:
+                raise ValueError(
+                    f"kv keys and values must have the same length S, got {tuple(k.shape)} and {tuple(v.shape)}"
+                )
+            q = split_heads(self.q_proj(query), self.num_heads)  # (B, H, L, D)
         if cache is not None:
+            if not isinstance(cache, dict):
+                raise TypeError(f"cache must be a dict (start with {{}}), got {type(cache).__name__}")
+            if ("k" in cache) != ("v" in cache):
+                raise ValueError(f"cache must hold both 'k' and 'v' or neither, got keys {sorted(cache)}")
             if "k" in cache:
+                self._check_heads("cache['k']", cache["k"], query)
+                self._check_heads("cache['v']", cache["v"], query)
                 k = torch.cat([cache["k"], k], dim=-2)  # (B, H, S_past + S, D)
                 v = torch.cat([cache["v"], v], dim=-2)  # (B, H, S_past + S, D)
             cache["k"], cache["v"] = k, v
         S = k.shape[-2]
 
-        mask = self._merge_masks(attn_mask, key_padding_mask, B, L, S)  # broadcastable to (B, H, L, S)
+        mask = self._merge_masks(attn_keep, key_keep, B, L, S)  # broadcastable to (B, H, L, S)
         dropout_p = self.dropout if self.training else 0.0
         out, weights = scaled_dot_product_attention(
             q, k, v, mask, is_causal=is_causal, dropout_p=dropout_p, need_weights=need_weights
@@ -489,4 +582,6 @@ class MultiHeadAttention(nn.Module):
 
 def copy_weights_from_nn_mha(ours: MultiHeadAttention, theirs: nn.MultiheadAttention) -> MultiHeadAttention:
     """Copy ``theirs`` (``torch.nn.MultiheadAttention``) into ``ours``; returns ``ours``."""
+    if not isinstance(ours, MultiHeadAttention):
+        raise TypeError(f"ours must be an attnlab MultiHeadAttention, got {type(ours).__name__}")
     return ours.load_from_torch(theirs)

@@ -3,15 +3,22 @@
 Metrics
 -------
 * corpus **BLEU** from ``sacrebleu`` (never hand-written), on our already-tokenised text
-  (``tokenize="none"``), 0-100;
+  (``tokenize="none"``; for Korean these are the morpheme tokens, particles split off), 0-100;
+* corpus **chrF** from ``sacrebleu`` (character n-grams, spaces ignored, so it does not care
+  where a Korean particle is split off), 0-100;
 * **exact match**: share of sentences translated exactly right;
-* both overall and per source-length bucket (``1-10`` ... ``31-40``);
+* all three overall and per source-length bucket (``1-10`` ... ``31-40``);
 * **alignment agreement**: with the gold target prefix fed in (teacher forcing), the share of
-  target tokens whose highest attention weight falls on one of their gold source positions, for
-  content words (``align_content``) and all tokens (``align_all``).
+  target tokens whose highest attention weight falls on one of their gold *sure* source positions,
+  for content words (``align_content``), function words (``align_function``) and all tokens
+  (``align_all``); tokens without a sure link are skipped;
+* **alignment error rate** (``aer``, Och & Ney 2003), from the same forced attention: see
+  :func:`alignment_error_rate`. Lower is better; 0 means every argmax link is a possible link
+  and every sure link was found.
 
 ``python -m attnlab.evaluate CHECKPOINT [--seed S] [--per-bucket N]`` evaluates a checkpoint on
-a freshly generated test split and prints the metrics as JSON.
+a freshly generated test split of the language pair it was trained on (read from its corpus
+version) and prints the metrics as JSON.
 
 Shape legend
 ------------
@@ -32,14 +39,20 @@ import numpy as np
 import sacrebleu
 import torch
 
-from .data import BUCKET_NAMES, CORPUS_VERSION, EOS, PAD, Pair, Vocab, bucket_name, collate, encode_pairs
+from .checks import eval_mode
+from .corpus.splits import BUCKET_NAMES, CORPUS_VERSIONS, Pair, bucket_name, corpus_version
 from .decoding import beam_search
+from .loaders import collate, encode_pairs
+from .vocab import EOS, PAD, Vocab
 
 __all__ = [
     "corpus_bleu",
+    "corpus_chrf",
     "exact_match",
     "translate",
+    "forced_attention",
     "alignment_agreement",
+    "alignment_error_rate",
     "evaluate_model",
     "count_params",
 ]
@@ -67,13 +80,31 @@ def corpus_bleu(hyps: Sequence, refs: Sequence) -> float:
     return float(bleu.corpus_score([_join(h) for h in hyps], [[_join(r) for r in refs]]).score)
 
 
+def corpus_chrf(hyps: Sequence, refs: Sequence) -> float:
+    """Corpus chrF (0-100) of tokenised hypotheses against one reference each, via sacrebleu.
+
+    Args:
+        hyps: hypotheses, each a token list or an already-joined string.
+        refs: references, same length and form.
+
+    Returns:
+        chrF score as a float (sacrebleu's ``CHRF().corpus_score(...).score``).
+    """
+    if len(hyps) != len(refs):
+        raise ValueError(f"hyps and refs must have the same length, got {len(hyps)} and {len(refs)}")
+    if not hyps:
+        raise ValueError("cannot compute chrF of an empty corpus")
+    chrf = sacrebleu.metrics.CHRF()
+    return float(chrf.corpus_score([_join(h) for h in hyps], [[_join(r) for r in refs]]).score)
+
+
 def exact_match(hyps: Sequence, refs: Sequence) -> float:
     """Share of hypotheses identical to their reference (token for token)."""
     if len(hyps) != len(refs):
         raise ValueError(f"hyps and refs must have the same length, got {len(hyps)} and {len(refs)}")
     if not hyps:
         raise ValueError("cannot compute exact match of an empty corpus")
-    return float(np.mean([_join(h) == _join(r) for h, r in zip(hyps, refs)]))
+    return float(np.mean([_join(h) == _join(r) for h, r in zip(hyps, refs, strict=True)]))
 
 
 def count_params(model: torch.nn.Module) -> int:
@@ -137,20 +168,19 @@ def translate(
     return hyps, attns, time.perf_counter() - start
 
 
-@torch.no_grad()
 def forced_attention(model, pairs: Sequence[Pair], src_vocab: Vocab, tgt_vocab: Vocab, bs: int = 250):
     """Attention weights with the gold target fed in; ``None`` for a model without attention.
+
+    Runs in eval mode without gradients and restores the model's mode afterwards.
 
     Returns:
         list of ``(T, S)`` arrays: ``T`` = target tokens (no ``<eos>``), ``S`` = source tokens
         (no ``<eos>``), in the order of ``pairs``.
     """
     device = _device_of(model)
-    was_training = model.training
-    model.eval()
     items = encode_pairs(pairs, src_vocab, tgt_vocab)
     out: list[np.ndarray | None] = [None] * len(items)
-    try:
+    with eval_mode(model):
         for idx in _batches(len(items), [len(it[0]) for it in items], bs):
             src, tgt_in, _ = collate([items[i] for i in idx])
             _, attn = model(src.to(device), tgt_in.to(device), return_attention=True)
@@ -158,27 +188,35 @@ def forced_attention(model, pairs: Sequence[Pair], src_vocab: Vocab, tgt_vocab: 
                 return None
             for row, i in enumerate(idx):
                 out[i] = attn[row, : len(pairs[i].tgt), : len(pairs[i].src)].float().cpu().numpy()
-    finally:
-        model.train(was_training)
     return out
 
 
+def _argmax_links(attns: Sequence[np.ndarray], pairs: Sequence[Pair]):
+    """Per pair its ``(T,)`` argmax source positions, after checking the gold and the shapes."""
+    if len(attns) != len(pairs):
+        raise ValueError(f"attns and pairs must have the same length, got {len(attns)} and {len(pairs)}")
+    for k, (a, pair) in enumerate(zip(attns, pairs, strict=True)):
+        if pair.align is None or pair.content is None:
+            raise ValueError("alignment scores need pairs with gold alignments (generated corpus)")
+        want = (len(pair.tgt), len(pair.src))
+        if np.shape(a) != want:
+            raise ValueError(f"attns[{k}] must have shape (T, S) = {want} for its pair, got {np.shape(a)}")
+        yield np.asarray(a).argmax(axis=1), pair
+
+
 def alignment_agreement(attns: Sequence[np.ndarray], pairs: Sequence[Pair]) -> dict[str, float]:
-    """Share of target tokens whose most-attended source position is a gold aligned position.
+    """Share of target tokens whose most-attended source position is a gold (sure) aligned position.
 
     Args:
         attns: per pair a ``(T, S)`` array (e.g. from :func:`forced_attention`).
         pairs: the pairs, with gold ``align`` and ``content`` annotations.
 
     Returns:
-        ``{"align_content": ..., "align_all": ..., "align_function": ...}``; tokens without a gold
-        alignment are skipped.
+        ``{"align_content": ..., "align_all": ..., "align_function": ...}``; tokens without a sure
+        link are skipped (NaN when none is left).
     """
     hits = {"content": [], "function": []}
-    for a, pair in zip(attns, pairs):
-        if pair.align is None or pair.content is None:
-            raise ValueError("alignment agreement needs pairs with gold alignments (generated corpus)")
-        top = a.argmax(axis=1)
+    for top, pair in _argmax_links(attns, pairs):
         for t, gold in enumerate(pair.align):
             if gold:
                 hits["content" if pair.content[t] else "function"].append(int(top[t]) in gold)
@@ -187,20 +225,74 @@ def alignment_agreement(attns: Sequence[np.ndarray], pairs: Sequence[Pair]) -> d
     return {"align_content": mean(hits["content"]), "align_all": mean(every), "align_function": mean(hits["function"])}
 
 
+def alignment_error_rate(attns: Sequence[np.ndarray], pairs: Sequence[Pair]) -> float:
+    """Corpus alignment error rate of the attention's argmax links (Och & Ney 2003).
+
+    ``AER = 1 - (|A ∩ S| + |A ∩ P|) / (|A| + |S|)``, with the counts summed over the corpus:
+
+    * ``S`` -- the gold sure links ``(t, s)`` (``pair.align``);
+    * ``P = S ∪ possible`` -- sure and possible links (``pair.possible``; French has none);
+    * ``A`` -- one link per target token, to its most-attended source position, for every target
+      token the gold links to something. A token with no gold link at all is left out: attention
+      must point somewhere, so its argmax says nothing about the model.
+
+    A target token with several sure links (French "voit" ↔ does, see) can find only one of them,
+    so even a perfect argmax has ``AER > 0`` there.
+
+    Args:
+        attns: per pair a ``(T, S)`` array (e.g. from :func:`forced_attention`).
+        pairs: the pairs, with gold alignments.
+
+    Returns:
+        AER in ``[0, 1]``; NaN when there is nothing to score.
+    """
+    n_a = n_s = a_and_s = a_and_p = 0
+    for top, pair in _argmax_links(attns, pairs):
+        possible = pair.possible or ((),) * len(pair.align)
+        for t, (sure, maybe) in enumerate(zip(pair.align, possible, strict=True)):
+            n_s += len(sure)
+            if sure or maybe:
+                s = int(top[t])
+                n_a += 1
+                a_and_s += s in sure
+                a_and_p += s in sure or s in maybe
+    total = n_a + n_s
+    return 1.0 - (a_and_s + a_and_p) / total if total else float("nan")
+
+
 def evaluate_model(
-    model, pairs: Sequence[Pair], src_vocab: Vocab, tgt_vocab: Vocab, *, beam: int = 1, bs: int = 250
+    model,
+    pairs: Sequence[Pair],
+    src_vocab: Vocab,
+    tgt_vocab: Vocab,
+    *,
+    beam: int = 1,
+    bs: int = 250,
+    target: str = "fr",
 ) -> dict:
     """Translate ``pairs`` and compute every course metric.
 
+    Args:
+        model: a model implementing the decoding protocol.
+        pairs: the test pairs.
+        src_vocab, tgt_vocab: vocabularies.
+        beam: beam width (1 = greedy).
+        bs: sentences per batch.
+        target: the language pair's target (``"fr"``, ``"ko"``); names the corpus version.
+
     Returns:
-        dict with ``bleu``, ``exact_match``, ``by_bucket`` (``{bucket: {"bleu", "exact_match", "n"}}``),
-        ``align_content``/``align_all``/``align_function`` (models with attention), ``params``,
-        ``decode_seconds``, ``sentences_per_second``, ``n_test``, ``beam``, ``corpus_version``.
+        dict with ``bleu``, ``chrf``, ``exact_match``, ``by_bucket`` (``{bucket: {"bleu", "chrf",
+        "exact_match", "n"}}``), ``align_content``/``align_all``/``align_function`` (models with
+        attention, generated pairs), ``aer`` (None without attention or gold alignments),
+        ``params``, ``decode_seconds``, ``sentences_per_second``, ``n_test``, ``beam``,
+        ``target``, ``corpus_version``.
     """
+    version = corpus_version(target)
     hyps, _, seconds = translate(model, [p.src for p in pairs], src_vocab, tgt_vocab, beam=beam, bs=bs)
     refs = [list(p.tgt) for p in pairs]
     res: dict = {
         "bleu": round(corpus_bleu(hyps, refs), 2),
+        "chrf": round(corpus_chrf(hyps, refs), 2),
         "exact_match": round(exact_match(hyps, refs), 4),
         "by_bucket": {},
     }
@@ -208,22 +300,27 @@ def evaluate_model(
     for name in BUCKET_NAMES:
         sel = [i for i, b in enumerate(buckets) if b == name]
         if sel:
+            h, r = [hyps[i] for i in sel], [refs[i] for i in sel]
             res["by_bucket"][name] = {
-                "bleu": round(corpus_bleu([hyps[i] for i in sel], [refs[i] for i in sel]), 2),
-                "exact_match": round(exact_match([hyps[i] for i in sel], [refs[i] for i in sel]), 4),
+                "bleu": round(corpus_bleu(h, r), 2),
+                "chrf": round(corpus_chrf(h, r), 2),
+                "exact_match": round(exact_match(h, r), 4),
                 "n": len(sel),
             }
+    res["aer"] = None
     if all(p.align is not None for p in pairs):
         attns = forced_attention(model, pairs, src_vocab, tgt_vocab, bs=bs)
         if attns is not None:
             res.update({k: round(v, 4) for k, v in alignment_agreement(attns, pairs).items()})
+            res["aer"] = round(alignment_error_rate(attns, pairs), 4)
     res.update(
         params=count_params(model),
         decode_seconds=round(seconds, 3),
         sentences_per_second=round(len(pairs) / max(seconds, 1e-9), 1),
         n_test=len(pairs),
         beam=beam,
-        corpus_version=CORPUS_VERSION,
+        target=target,
+        corpus_version=version,
     )
     return res
 
@@ -231,7 +328,7 @@ def evaluate_model(
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: evaluate a checkpoint on a freshly generated, seeded test split; print JSON."""
     from .checkpoint import load_checkpoint
-    from .data import make_test_split
+    from .corpus.splits import load_splits, make_test_split
 
     ap = argparse.ArgumentParser(prog="python -m attnlab.evaluate", description=main.__doc__)
     ap.add_argument("checkpoint", help="name under data/checkpoints or a path")
@@ -240,20 +337,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--beam", type=int, default=1)
     args = ap.parse_args(argv)
     model, meta = load_checkpoint(args.checkpoint)
-    if meta.get("corpus_version") != CORPUS_VERSION:
+    version = meta.get("corpus_version")
+    target = {v: k for k, v in CORPUS_VERSIONS.items()}.get(version)
+    if target is None:
+        target = "fr"
         print(
-            f"warning: checkpoint was trained on corpus {meta.get('corpus_version')}, now {CORPUS_VERSION}",
+            f"warning: checkpoint was trained on corpus {version}, none of {sorted(CORPUS_VERSIONS.values())}; "
+            f"evaluating on {CORPUS_VERSIONS[target]}",
             file=sys.stderr,
         )
     # A fresh split of sentences the model never trained on (short ones could otherwise repeat).
-    from .data import load_splits
-
-    seen = {p.src for p in load_splits().train}
-    pairs = make_test_split(seed=args.seed, per_bucket=args.per_bucket, exclude=seen)
-    res = evaluate_model(model, pairs, meta["src_vocab"], meta["tgt_vocab"], beam=args.beam)
+    seen = {p.src for p in load_splits(target=target).train}
+    pairs = make_test_split(seed=args.seed, per_bucket=args.per_bucket, exclude=seen, target=target)
+    res = evaluate_model(model, pairs, meta["src_vocab"], meta["tgt_vocab"], beam=args.beam, target=target)
     res["checkpoint"] = str(args.checkpoint)
     res["test_seed"] = args.seed
-    print(json.dumps(res, indent=1))
+    print(json.dumps(res, indent=1, ensure_ascii=False))
     return 0
 
 

@@ -1,5 +1,9 @@
 """The course's two plot helpers: attention heatmaps and metric-by-source-length curves.
 
+Korean labels need a font with Hangul, which matplotlib's own DejaVu Sans lacks: importing this
+module registers NanumGothic (shipped inside the ``koreanize-matplotlib`` package, a dependency)
+as a *fallback* font, so Latin text keeps its usual look and Hangul is drawn instead of boxes.
+
 Shape legend
 ------------
 T  target (query) length
@@ -9,13 +13,47 @@ R, C  rows and columns of a grid (e.g. layers x heads)
 
 from __future__ import annotations
 
+import importlib.util
+import warnings
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
+from matplotlib import font_manager
 
-__all__ = ["plot_attention", "plot_attention_grid", "plot_metric_by_length"]
+__all__ = ["hangul_font", "plot_attention", "plot_attention_grid", "plot_metric_by_length"]
+
+HANGUL_FONT = "NanumGothic"
+
+
+def hangul_font() -> Path | None:
+    """Register NanumGothic as matplotlib's fallback font for Hangul; return its file (None if absent).
+
+    The font file is found inside the installed ``koreanize_matplotlib`` package without importing
+    it (its import changes global settings and needs ``distutils``, gone since Python 3.12).
+    Calling this twice is harmless.
+    """
+    spec = importlib.util.find_spec("koreanize_matplotlib")
+    font = Path(next(iter(spec.submodule_search_locations))) / "fonts" / "NanumGothic.ttf" if spec else None
+    if font is None or not font.exists():
+        warnings.warn(
+            "no Hangul font found (pip install koreanize-matplotlib): Korean labels will show as boxes",
+            stacklevel=2,
+        )
+        return None
+    if HANGUL_FONT not in {f.name for f in font_manager.fontManager.ttflist}:
+        font_manager.fontManager.addfont(str(font))
+    families = list(plt.rcParams["font.family"])
+    if families == ["sans-serif"]:
+        families = list(plt.rcParams["font.sans-serif"][:1])
+    if HANGUL_FONT not in families:
+        plt.rcParams["font.family"] = [*families, HANGUL_FONT]
+    return font
+
+
+hangul_font()
 
 
 def _as_numpy(weights) -> np.ndarray:
@@ -40,6 +78,7 @@ def plot_attention(
     ax=None,
     title: str | None = None,
     gold: Sequence[Sequence[int]] | None = None,
+    possible: Sequence[Sequence[int]] | None = None,
     cmap: str = "Blues",
 ):
     """Draw one attention matrix: target tokens down the side, source tokens along the top.
@@ -50,7 +89,10 @@ def plot_attention(
         tgt_tokens: ``T`` target labels (y axis).
         ax: matplotlib Axes to draw on (a new figure when ``None``).
         title: optional title.
-        gold: optional gold alignment, per target row the source positions; drawn as red dots.
+        gold: optional gold alignment, per target row the source positions; drawn as red dots
+            (the *sure* links where a corpus has two kinds).
+        possible: optional *possible* links, per target row (e.g. a Korean particle and its noun);
+            drawn as hollow red circles.
         cmap: colour map.
 
     Returns:
@@ -71,9 +113,17 @@ def plot_attention(
     if tgt_tokens is not None:
         ax.set_yticks(range(len(tgt_tokens)))
         ax.set_yticklabels(tgt_tokens, fontsize=8)
-    if gold is not None:
-        ys, xs = zip(*[(t, s) for t, srcs in enumerate(gold) for s in srcs]) if any(gold) else ((), ())
-        ax.scatter(xs, ys, s=6, c="red", marker="o", label="gold")
+    for links, style in (
+        (gold, dict(s=6, c="red", label="gold")),
+        (possible, dict(s=22, facecolors="none", edgecolors="red", linewidths=0.8, label="possible")),
+    ):
+        if links is None:
+            continue
+        if len(links) != w.shape[0]:
+            raise ValueError(f"links need one entry per target row: got {len(links)} for T={w.shape[0]}")
+        points = [(t, s) for t, srcs in enumerate(links) for s in srcs]
+        ys, xs = zip(*points, strict=True) if points else ((), ())
+        ax.scatter(xs, ys, marker="o", **style)
     if title:
         ax.set_title(title, fontsize=9, pad=4 if src_tokens is None else 40)
     return ax

@@ -11,6 +11,8 @@ import os
 
 import torch
 
+from .checks import check_positive_int
+
 PROFILES = ("cpu", "gpu")
 ENV_VAR = "ATTNLAB_PROFILE"
 
@@ -49,16 +51,16 @@ def train_threads(profile: str | None = None) -> int:
     """
     env = os.environ.get(THREADS_VAR, "").strip()
     if env:
-        n = int(env)
-        if n < 1:
+        if not env.isdigit() or int(env) < 1:
             raise ValueError(f"{THREADS_VAR}={env!r} must be a positive integer")
-        return n
+        return int(env)
     return 1 if (profile or get_profile()) == "cpu" else torch.get_num_threads()
 
 
 @contextlib.contextmanager
 def num_threads(n: int):
     """Run a block with ``torch.set_num_threads(n)``, restoring the previous setting after."""
+    n = check_positive_int("n", n)
     before = torch.get_num_threads()
     torch.set_num_threads(n)
     try:

@@ -37,9 +37,9 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from .data import PAD
-from .masks import as_additive
+from .checks import check_int, check_positive_int, check_probability, check_right_padded, check_token_ids
 from .scores import AttentionScore, LocalPosition, attend, local_window_mask
+from .vocab import PAD
 
 __all__ = ["RNNConfig", "Seq2SeqRNN"]
 
@@ -80,15 +80,25 @@ class RNNConfig:
     def __post_init__(self):
         if self.attention not in ATTENTIONS:
             raise ValueError(f"attention={self.attention!r}; expected one of {ATTENTIONS}")
-        if self.hid_dim % 2:
-            raise ValueError(f"hid_dim must be even (two encoder directions), got {self.hid_dim}")
+        for name in ("src_vocab_size", "tgt_vocab_size", "emb_dim", "hid_dim", "max_src_len"):
+            check_positive_int(name, getattr(self, name))
+        if self.hid_dim % 2 or self.hid_dim < 2:
+            raise ValueError(
+                f"hid_dim must be even and >= 2 (two encoder directions of hid_dim // 2 units), got {self.hid_dim}"
+            )
+        if self.attn_dim is not None:
+            check_positive_int("attn_dim", self.attn_dim)
+        if not isinstance(self.input_feeding, bool):
+            raise TypeError(f"input_feeding must be a bool, got {type(self.input_feeding).__name__}")
         if self.local not in (None, "m", "p"):
             raise ValueError(f"local={self.local!r}; expected None, 'm' or 'p'")
         if self.local and self.attention != "luong":
             raise ValueError("local attention is a Luong variant: set attention='luong'")
-        for name in ("src_vocab_size", "tgt_vocab_size", "emb_dim", "hid_dim"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        check_int("window", self.window, minimum=0)
+        if self.local == "p" and self.window < 1:
+            # the Gaussian of local-p has sigma = window / 2: a zero window divides by zero
+            raise ValueError(f"local='p' needs window >= 1 (its Gaussian has sigma = window / 2), got {self.window}")
+        check_probability("dropout", self.dropout)
 
 
 class Seq2SeqRNN(nn.Module):
@@ -115,40 +125,43 @@ class Seq2SeqRNN(nn.Module):
         else:
             self.out = nn.Linear(2 * H + E, c.tgt_vocab_size)  # deep output from [s_t; c_t; E y_{t-1}]
 
+    def _device(self) -> torch.device:
+        return self.src_emb.weight.device
+
     # ----------------------------------------------------------------- encoder
     def encode(self, src: torch.Tensor) -> dict[str, torch.Tensor]:
         """Run the encoder.
 
         Args:
-            src: ``(B, S)`` source ids, padded with ``PAD`` on the right.
+            src: ``(B, S)`` integer source ids on the model's device, each row its tokens then
+                ``PAD`` (right padding; a left-padded row is refused, since the encoder would read
+                its padding as part of the sentence).
 
         Returns:
             memory dict: ``states (B, S, H)``, ``mask (B, S)`` bool, ``lengths (B,)``,
             ``summary (B, H)`` (final forward + first backward state) and, with attention,
             ``prepared`` (the query-independent part of the score).
+
+        Raises:
+            TypeError: ``src`` is not an integer tensor.
+            ValueError: wrong shape, another device, an id outside the source vocabulary, an
+                all-padding row, or padding before a real token.
         """
-        if src.dim() != 2:
-            raise ValueError(f"src must be (B, S) token ids, got shape {tuple(src.shape)}")
+        check_token_ids("src", src, vocab_size=self.config.src_vocab_size, device=self._device())
+        lengths = check_right_padded("src", src, PAD)  # (B,)
         mask = src != PAD  # (B, S)
-        lengths = mask.sum(1)  # (B,)
-        if (lengths == 0).any():
-            raise ValueError("every source sentence needs at least one token (found an all-padding row)")
         emb = self.drop(self.src_emb(src))  # (B, S, E)
         packed = pack_padded_sequence(emb, lengths.cpu(), batch_first=True, enforce_sorted=False)
         out, h_n = self.encoder(packed)  # h_n: (2, B, H/2)
         states, _ = pad_packed_sequence(out, batch_first=True, total_length=src.size(1))  # (B, S, H)
         summary = torch.cat([h_n[0], h_n[1]], dim=-1)  # (B, H)
-        # Additive form of the padding mask (0 = real token, -inf = padding), made once per batch:
-        # every row has a real token (checked above), so a plain softmax of scores + bias is exact
-        # and saves the per-step work of the general masked softmax.
-        bias = as_additive(mask, states.dtype)  # (B, S)
-        memory = {"states": states, "mask": mask, "bias": bias, "lengths": lengths, "summary": summary}
+        memory = {"states": states, "mask": mask, "lengths": lengths, "summary": summary}
         if self.config.attention is not None:
             memory["prepared"] = self.score.prepare(states)  # (B, S, *)
         return memory
 
     def init_state(self, memory: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
-        """Initial decoder state: ``(s_0,)`` or, for Luong with input feeding, ``(h_0, h~_0 = 0)``."""
+        """Initial decoder state: ``(s_0,)`` or, for Luong, ``(h_0, h~_0 = 0)`` (``(B, H)`` each)."""
         s0 = torch.tanh(self.bridge(memory["summary"]))  # (B, H)
         if self.config.attention == "luong":
             return (s0, torch.zeros_like(s0))  # (B, H), (B, H)
@@ -156,29 +169,29 @@ class Seq2SeqRNN(nn.Module):
 
     # ----------------------------------------------------------------- attention
     def _attend(self, query: torch.Tensor, memory: dict, t: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Context ``(B, H)`` and weights ``(B, S)`` for decoder query ``(B, H)`` at step ``t``."""
+        """Context ``(B, H)`` and weights ``(B, S)`` for decoder query ``(B, H)`` at step ``t``.
+
+        Every variant ends in one call of :func:`attnlab.scores.attend`; the local ones only
+        narrow the mask to a window (and local-p adds its Gaussian).
+        """
         c = self.config
-        scores = self.score(query, memory["states"], memory["prepared"])  # (B, S)
-        mask = memory["mask"]  # (B, S)
-        if c.local is None:
-            weights = torch.softmax(scores + memory["bias"], dim=-1)  # (B, S), exactly 0 on padding
-            context = torch.bmm(weights.unsqueeze(1), memory["states"]).squeeze(1)  # (B, H)
-            return context, weights
-        S = scores.size(1)
-        if c.local == "m":
+        states = memory["states"]  # (B, S, H)
+        scores = self.score(query, states, memory["prepared"])  # (B, S)
+        allowed, gauss = memory["mask"], None  # (B, S)
+        if c.local is not None:
+            S = scores.size(1)
             lengths = memory["lengths"]  # (B,)
-            center = torch.minimum(torch.full_like(lengths, t), lengths - 1).to(scores.dtype)  # (B,)
-        else:
-            center = self.position(query, memory["lengths"])  # (B,)
-        window = local_window_mask(center, S, c.window) & mask  # (B, S)
-        # The true position is always inside its own window; this keeps rows non-empty.
-        _, weights = attend(scores, memory["states"], window)  # (B, S)
-        if c.local == "p":
-            pos = torch.arange(S, device=scores.device, dtype=scores.dtype)  # (S,)
-            sigma = c.window / 2
-            weights = weights * torch.exp(-((pos - center.unsqueeze(1)) ** 2) / (2 * sigma**2))  # (B, S)
-        context = torch.bmm(weights.unsqueeze(1), memory["states"]).squeeze(1)  # (B, H)
-        return context, weights
+            if c.local == "m":
+                center = torch.minimum(torch.full_like(lengths, t), lengths - 1).to(scores.dtype)  # (B,)
+            else:
+                center = self.position(query, lengths)  # (B,)
+            # The centre is a real position, always inside its own window: no row is empty.
+            allowed = local_window_mask(center, S, c.window) & allowed  # (B, S)
+            if c.local == "p":
+                pos = torch.arange(S, device=scores.device, dtype=scores.dtype)  # (S,)
+                sigma = c.window / 2
+                gauss = torch.exp(-((pos - center.unsqueeze(1)) ** 2) / (2 * sigma**2))  # (B, S)
+        return attend(scores, states, allowed, scale=gauss)  # (B, H), (B, S)
 
     # ----------------------------------------------------------------- one step
     def step(
@@ -188,15 +201,37 @@ class Seq2SeqRNN(nn.Module):
 
         Args:
             memory: output of :meth:`encode`.
-            state: decoder state from :meth:`init_state` or the previous step.
+            state: decoder state from :meth:`init_state` or the previous step: a tuple of
+                ``(B, H)`` tensors (one for Bahdanau and no attention, two for Luong).
             y_prev: ``(B,)`` previous target token ids (``BOS`` at ``t = 0``).
-            t: step index (used by local-m attention).
+            t: step index ``>= 0`` (used by local-m attention).
 
         Returns:
             ``(logits (B, V), new state, attention weights (B, S) or None)``.
+
+        Raises:
+            TypeError, ValueError: ``y_prev`` is not ``(B,)`` integer ids of the target
+                vocabulary on the model's device, ``state`` does not have the shape
+                :meth:`init_state` gives for this batch, or ``t < 0``.
         """
+        self._check_step(memory, state, y_prev, t)
         pre, state, attn = self._step(memory, state, self.drop(self.tgt_emb(y_prev)), t)
         return self.out(self.drop(pre)), state, attn
+
+    def _check_step(self, memory: dict, state, y_prev: torch.Tensor, t: int) -> None:
+        check_token_ids("y_prev", y_prev, vocab_size=self.config.tgt_vocab_size, device=self._device(), dims=1)
+        check_int("t", t, minimum=0)
+        B, H = memory["states"].shape[0], self.config.hid_dim
+        if y_prev.shape[0] != B:
+            raise ValueError(f"y_prev must be (B={B},) to match the memory, got shape {tuple(y_prev.shape)}")
+        n = 2 if self.config.attention == "luong" else 1
+        if not isinstance(state, (tuple, list)) or len(state) != n:
+            got = f"{len(state)} tensors" if isinstance(state, (tuple, list)) else type(state).__name__
+            raise ValueError(f"state must be a tuple of {n} (B, H) tensors (from init_state or step), got {got}")
+        for i, s in enumerate(state):
+            if not isinstance(s, torch.Tensor) or tuple(s.shape) != (B, H):
+                got = tuple(s.shape) if isinstance(s, torch.Tensor) else type(s).__name__
+                raise ValueError(f"state[{i}] must be (B={B}, H={H}), got {got}")
 
     def _cell(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
         """One GRU step with the decoder's weights: ``(B, in) x (B, H) -> (B, H)``.
@@ -241,19 +276,25 @@ class Seq2SeqRNN(nn.Module):
 
         Args:
             src: ``(B, S)`` source ids.
-            tgt_in: ``(B, T)`` decoder inputs (``<bos>`` + target).
-            teacher_forcing: probability of feeding the gold previous token (1.0 = always);
+            tgt_in: ``(B, T)`` decoder inputs (``<bos>`` + target), ``T >= 1``.
+            teacher_forcing: probability in ``[0, 1]`` of feeding the gold previous token (1.0 = always);
                 otherwise the model's own greedy prediction is fed back.
             return_attention: also return the attention weights.
 
         Returns:
             ``logits (B, T, V)``, or ``(logits, attn (B, T, S))`` when ``return_attention``
             (``attn`` is ``None`` for the model without attention).
+
+        Raises:
+            TypeError, ValueError: as :meth:`encode` for ``src``; ``tgt_in`` not ``(B, T >= 1)``
+                integer ids of the target vocabulary on the model's device; ``teacher_forcing``
+                outside ``[0, 1]``.
         """
-        if src.dim() != 2:
-            raise ValueError(f"src must be (B, S) token ids, got shape {tuple(src.shape)}")
-        if tgt_in.dim() != 2 or tgt_in.size(0) != src.size(0):
+        check_token_ids("src", src)  # fully checked in encode; B is needed first
+        check_token_ids("tgt_in", tgt_in, vocab_size=self.config.tgt_vocab_size, device=self._device())
+        if tgt_in.size(0) != src.size(0):
             raise ValueError(f"tgt_in must be (B={src.size(0)}, T), got shape {tuple(tgt_in.shape)}")
+        teacher_forcing = check_probability("teacher_forcing", teacher_forcing, allow_one=True)
         memory = self.encode(src)
         state = self.init_state(memory)
         c = self.config
@@ -291,12 +332,3 @@ class Seq2SeqRNN(nn.Module):
             return logits
         attn = torch.stack(attns, dim=1) if attns[0] is not None else None  # (B, T, S)
         return logits, attn
-
-
-def _register() -> None:
-    from .checkpoint import register_model
-
-    register_model("rnn", Seq2SeqRNN, RNNConfig)
-
-
-_register()

@@ -37,6 +37,7 @@ import math
 import torch
 from torch import nn
 
+from .checks import check_float_tensor, check_int, check_positive_int, check_tensor
 from .masks import masked_softmax
 
 __all__ = ["SCORE_KINDS", "AttentionScore", "attend", "local_window_mask", "LocalPosition"]
@@ -52,8 +53,13 @@ class AttentionScore(nn.Module):
         kind: one of :data:`SCORE_KINDS` (or the aliases ``additive``, ``bilinear``, ``mlp``).
         query_dim: Q, size of the decoder state used as the query.
         key_dim: K, size of the encoder states.
-        attn_dim: A, hidden size of the ``concat`` score (default ``key_dim``).
+        attn_dim: A, hidden size of the ``concat`` score (``None``: ``key_dim``).
         max_len: longest source the ``location`` score can address.
+
+    Raises:
+        ValueError: an unknown kind, a size below 1, or ``query_dim != key_dim`` for a
+            parameter-free score.
+        TypeError: a size that is not an int.
     """
 
     def __init__(self, kind: str, query_dim: int, key_dim: int, attn_dim: int | None = None, max_len: int = 64):
@@ -61,6 +67,10 @@ class AttentionScore(nn.Module):
         kind = _ALIASES.get(kind, kind)
         if kind not in SCORE_KINDS:
             raise ValueError(f"kind={kind!r} is not a score; expected one of {SCORE_KINDS} or {tuple(_ALIASES)}")
+        query_dim = check_positive_int("query_dim", query_dim)
+        key_dim = check_positive_int("key_dim", key_dim)
+        max_len = check_positive_int("max_len", max_len)
+        attn_dim = key_dim if attn_dim is None else check_positive_int("attn_dim", attn_dim)
         if kind in ("dot", "scaled_dot") and query_dim != key_dim:
             raise ValueError(
                 f"the {kind!r} score needs query_dim == key_dim, got query_dim={query_dim}, key_dim={key_dim}"
@@ -69,7 +79,6 @@ class AttentionScore(nn.Module):
         if kind == "general":
             self.W = nn.Linear(key_dim, query_dim, bias=False)  # h_j -> W h_j, (K) -> (Q)
         elif kind == "concat":
-            attn_dim = attn_dim or key_dim
             self.W_q = nn.Linear(query_dim, attn_dim, bias=False)  # query half of W
             self.W_h = nn.Linear(key_dim, attn_dim, bias=True)  # key half of W (bias lives here)
             self.v = nn.Linear(attn_dim, 1, bias=False)
@@ -86,6 +95,7 @@ class AttentionScore(nn.Module):
             ``(B, S, *)`` tensor to pass back as ``prepared`` (``W_h h_j`` for concat,
             ``W h_j`` for general, the keys themselves otherwise).
         """
+        check_float_tensor("keys", keys)
         if keys.dim() != 3 or keys.size(-1) != self.key_dim:
             raise ValueError(f"keys must be (B, S, K={self.key_dim}), got {tuple(keys.shape)}")
         if self.kind == "general":
@@ -105,6 +115,8 @@ class AttentionScore(nn.Module):
         Returns:
             ``(B, S)`` unnormalised scores.
         """
+        check_float_tensor("query", query)
+        check_float_tensor("keys", keys)
         if query.dim() != 2 or query.size(-1) != self.query_dim:
             raise ValueError(f"query must be (B, Q={self.query_dim}), got {tuple(query.shape)}")
         if keys.dim() != 3 or keys.size(-1) != self.key_dim or keys.size(0) != query.size(0):
@@ -113,6 +125,13 @@ class AttentionScore(nn.Module):
             )
         if prepared is None:
             prepared = self.prepare(keys)  # (B, S, *)
+        else:
+            check_float_tensor("prepared", prepared)
+            if prepared.dim() != 3 or prepared.shape[:2] != keys.shape[:2]:
+                raise ValueError(
+                    f"prepared must be (B, S, *) = ({keys.size(0)}, {keys.size(1)}, *) from prepare(keys), "
+                    f"got {tuple(prepared.shape)}"
+                )
         if self.kind in ("dot", "general"):
             return torch.bmm(prepared, query.unsqueeze(2)).squeeze(2)  # (B, S)
         if self.kind == "scaled_dot":
@@ -127,19 +146,40 @@ class AttentionScore(nn.Module):
 
 
 def attend(
-    scores: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None = None
+    scores: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None = None, *, scale: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Softmax the scores over the allowed source positions and average the values.
 
     Args:
-        scores: ``(B, S)`` raw scores.
-        values: ``(B, S, K)`` encoder states.
-        mask: ``(B, S)`` bool, True at real (attendable) source positions.
+        scores: ``(B, S)`` raw scores (floating point).
+        values: ``(B, S, K)`` encoder states, same dtype as ``scores``.
+        mask: ``(B, S)`` bool, True at real (attendable) source positions (or a float mask, added).
+        scale: optional ``(B, S)`` factors multiplied into the weights after the softmax and before
+            the average (local-p's Gaussian); the weights then need not sum to 1.
 
     Returns:
         ``(context (B, K), weights (B, S))``; weights are exactly 0 on masked positions.
+
+    Raises:
+        TypeError: non-float scores or values, or values of another dtype than the scores.
+        ValueError: values whose ``(B, S)`` differs from the scores', or a mask that does not fit.
     """
+    check_float_tensor("scores", scores, dims=2, shape_text="(B, S)")
+    check_float_tensor("values", values, dims=3, shape_text="(B, S, K)")
+    if values.shape[:2] != scores.shape:
+        raise ValueError(
+            f"values must be (B, S, K) with the scores' (B, S) = {tuple(scores.shape)}, "
+            f"got shape {tuple(values.shape)}"
+        )
+    if values.dtype != scores.dtype:
+        raise TypeError(f"values ({values.dtype}) and scores ({scores.dtype}) must share one dtype")
+    if scale is not None:
+        check_float_tensor("scale", scale, dims=2, shape_text="(B, S)")
+        if scale.shape != scores.shape:
+            raise ValueError(f"scale must be (B, S) = {tuple(scores.shape)} like the scores, got {tuple(scale.shape)}")
     weights = masked_softmax(scores, mask)  # (B, S)
+    if scale is not None:
+        weights = weights * scale  # (B, S)
     context = torch.bmm(weights.unsqueeze(1), values).squeeze(1)  # (B, K)
     return context, weights
 
@@ -155,8 +195,9 @@ def local_window_mask(center: torch.Tensor, S: int, D: int) -> torch.Tensor:
     Returns:
         ``(B, S)`` bool, True inside the window.
     """
-    if D < 0:
-        raise ValueError(f"window half-width D must be >= 0, got {D}")
+    check_tensor("center", center, dims=1, shape_text="(B,)")
+    S = check_int("S", S, minimum=0)
+    D = check_int("D", D, minimum=0)
     positions = torch.arange(S, device=center.device, dtype=center.dtype if center.is_floating_point() else None)
     return (positions.unsqueeze(0) - center.unsqueeze(1)).abs() <= D  # (B, S)
 
@@ -171,11 +212,24 @@ class LocalPosition(nn.Module):
 
     def __init__(self, query_dim: int, hidden: int):
         super().__init__()
+        query_dim = check_positive_int("query_dim", query_dim)
+        hidden = check_positive_int("hidden", hidden)
         self.W_p = nn.Linear(query_dim, hidden, bias=False)
         self.v_p = nn.Linear(hidden, 1, bias=False)
 
     def forward(self, query: torch.Tensor, src_lengths: torch.Tensor) -> torch.Tensor:
-        """Return ``(B,)`` real-valued positions in ``[0, S_x - 1]`` for queries ``(B, Q)``."""
+        """Return ``(B,)`` real-valued positions in ``[0, S_x - 1]`` for queries ``(B, Q)``.
+
+        Args:
+            query: ``(B, Q)`` decoder states.
+            src_lengths: ``(B,)`` true source lengths ``S_x``.
+        """
+        check_float_tensor("query", query, dims=2, shape_text="(B, Q)")
+        if query.size(1) != self.W_p.in_features:
+            raise ValueError(f"query must be (B, Q={self.W_p.in_features}), got {tuple(query.shape)}")
+        check_tensor("src_lengths", src_lengths, dims=1, shape_text="(B,)")
+        if src_lengths.size(0) != query.size(0):
+            raise ValueError(f"src_lengths must be (B={query.size(0)},) like the query, got {tuple(src_lengths.shape)}")
         frac = torch.sigmoid(self.v_p(torch.tanh(self.W_p(query)))).squeeze(1)  # (B,)
         # Luong scales by the source length S_x; we map onto the last real index (S_x - 1).
         return frac * (src_lengths.to(frac.dtype) - 1)  # (B,)

@@ -5,12 +5,12 @@ What the course adds to fastai is small and lives here:
 * :func:`masked_cross_entropy` -- cross-entropy that ignores ``<pad>`` targets (optional label
   smoothing);
 * :func:`token_accuracy` -- share of non-pad target tokens predicted right (a fastai metric);
-* :class:`TimeBudget` -- a callback that stops training cleanly after N seconds **and** drives
-  fastai's one-cycle schedule by elapsed time instead of by iterations, so a CPU lesson that
-  trains "for 120 s" still gets a full warm-up and annealing inside those 120 s;
+* :class:`Budget` -- a callback that stops training cleanly after N optimiser steps (or N
+  seconds) **and** drives fastai's one-cycle schedule by that budget instead of by epochs, so a
+  lesson that trains for 1,000 steps gets a full warm-up and annealing inside those steps;
 * :class:`TokenCounter` -- counts target tokens seen, for tokens/second;
 * :func:`fit_budget` -- builds the Learner (masked loss, metric, gradient clipping, one-cycle)
-  and trains to a time budget, returning the learner and a :class:`TrainStats`.
+  and trains to a step (or time) budget, returning the learner and a :class:`TrainStats`.
 
 Shape legend
 ------------
@@ -21,7 +21,10 @@ V  target vocabulary size
 
 from __future__ import annotations
 
+import math
+import numbers
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import fastai.callback.schedule  # noqa: F401  (patches Learner.fit_one_cycle)
@@ -32,14 +35,16 @@ from fastai.callback.training import GradientClip
 from fastai.learner import Learner
 from fastai.torch_core import set_seed
 
-from .data import PAD
+from .checks import check_float_tensor, check_positive_int, check_probability, check_token_ids
+from .vocab import PAD
 
 __all__ = [
     "masked_cross_entropy",
     "MaskedCrossEntropy",
     "token_accuracy",
-    "TimeBudget",
+    "Budget",
     "TokenCounter",
+    "WeightSnapshots",
     "TrainStats",
     "fit_budget",
     "set_seed",
@@ -47,24 +52,34 @@ __all__ = [
 
 
 def _check_logits(logits: torch.Tensor, target: torch.Tensor) -> None:
-    if logits.dim() != 3 or target.dim() != 2 or logits.shape[:2] != target.shape:
+    """``logits (B, T, V)`` floats and ``target (B, T)`` integer ids in ``[0, V)`` on the same device."""
+    check_float_tensor("logits", logits, dims=3, shape_text="(B, T, V)")
+    check_token_ids("target", target, device=logits.device, min_length=None)
+    if target.shape != logits.shape[:2]:
         raise ValueError(
-            f"expected logits (B, T, V) and target (B, T) with the same B, T; "
-            f"got logits {tuple(logits.shape)} and target {tuple(target.shape)}"
+            f"target must be (B, T) = {tuple(logits.shape[:2])} to match logits {tuple(logits.shape)}, "
+            f"got shape {tuple(target.shape)}"
         )
+    check_token_ids("target", target, vocab_size=logits.shape[2], min_length=None)
 
 
 def masked_cross_entropy(logits: torch.Tensor, target: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
     """Mean cross-entropy over non-pad target tokens.
 
     Args:
-        logits: ``(B, T, V)``.
-        target: ``(B, T)`` ids, ``PAD`` where there is no token.
-        label_smoothing: fraction of probability mass spread over the vocabulary.
+        logits: ``(B, T, V)`` floats.
+        target: ``(B, T)`` integer ids in ``[0, V)``, ``PAD`` where there is no token.
+        label_smoothing: fraction in ``[0, 1)`` of probability mass spread over the vocabulary.
 
     Returns:
-        Scalar loss.
+        Scalar loss (NaN when every target is ``PAD``: there is nothing to average).
+
+    Raises:
+        TypeError: non-float logits, non-integer target, ``label_smoothing`` not a number.
+        ValueError: wrong shapes, target ids outside the vocabulary or on another device,
+            ``label_smoothing`` outside ``[0, 1)``.
     """
+    label_smoothing = check_probability("label_smoothing", label_smoothing)
     _check_logits(logits, target)
     return F.cross_entropy(
         logits.flatten(0, 1).float(), target.flatten(), ignore_index=PAD, label_smoothing=label_smoothing
@@ -75,7 +90,7 @@ class MaskedCrossEntropy:
     """Picklable loss object for fastai (``Learner(loss_func=MaskedCrossEntropy(0.1))``)."""
 
     def __init__(self, label_smoothing: float = 0.0):
-        self.label_smoothing = label_smoothing
+        self.label_smoothing = check_probability("label_smoothing", label_smoothing)
 
     def __call__(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         return masked_cross_entropy(logits, target, self.label_smoothing)
@@ -88,10 +103,10 @@ def token_accuracy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Share of non-pad target positions where ``argmax(logits)`` is the target.
 
     Args:
-        logits: ``(B, T, V)``; target: ``(B, T)``.
+        logits: ``(B, T, V)`` floats; target: ``(B, T)`` integer ids in ``[0, V)``.
 
     Returns:
-        Scalar tensor in ``[0, 1]``.
+        Scalar tensor in ``[0, 1]`` (0 when every target is ``PAD``).
     """
     _check_logits(logits, target)
     keep = target != PAD  # (B, T)
@@ -99,41 +114,73 @@ def token_accuracy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return correct.sum().float() / keep.sum().clamp(min=1).float()
 
 
-class TimeBudget(Callback):
-    """Stop training after ``seconds`` of training time; optionally schedule by elapsed time.
+class Budget(Callback):
+    """Stop training after ``steps`` optimiser steps or ``seconds`` of training, and schedule by it.
+
+    Exactly one of the two is given. A **step** budget is what the course uses: the same code on
+    the same data gives the same run on any machine, however busy. A **time** budget buys fewer
+    steps on a slower or busier machine; it is kept for quick experiments.
 
     Validation time is not counted. With ``schedule=True`` the learner's ``pct_train`` (what
-    fastai's ``ParamScheduler`` reads) is set to ``elapsed / seconds`` before every batch, so
-    ``fit_one_cycle`` completes its whole cycle within the budget.
+    fastai's ``ParamScheduler`` reads) is set before every batch to the share of the budget used
+    (``steps_done / steps`` or ``elapsed / seconds``), so ``fit_one_cycle`` completes its whole
+    cycle -- warm-up and annealing -- within the budget, whatever the number of epochs.
+
+    Args:
+        seconds: a training-time budget, a finite number > 0.
+        steps: a budget of optimiser steps, an int >= 1.
+        schedule: drive ``pct_train`` by the budget.
+        clock: the time source, in seconds (tests pass a fake one).
     """
 
     order = 50  # after TrainEvalCallback (-10) updates pct_train, before ParamScheduler (60) reads it
 
-    def __init__(self, seconds: float, schedule: bool = True):
-        if seconds <= 0:
-            raise ValueError(f"seconds must be positive, got {seconds}")
-        self.seconds, self.schedule = float(seconds), schedule
+    def __init__(
+        self,
+        seconds: float | None = None,
+        *,
+        steps: int | None = None,
+        schedule: bool = True,
+        clock: Callable[[], float] = time.perf_counter,
+    ):
+        if (seconds is None) == (steps is None):
+            raise ValueError(f"give exactly one of seconds and steps, got seconds={seconds!r}, steps={steps!r}")
+        if seconds is not None:
+            if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real):
+                raise TypeError(f"seconds must be a number, got {type(seconds).__name__} {seconds!r}")
+            if not (math.isfinite(seconds) and seconds > 0):
+                raise ValueError(f"seconds must be positive and finite, got {seconds}")
+            seconds = float(seconds)
+        else:
+            steps = check_positive_int("steps", steps)
+        self.seconds, self.steps, self.schedule, self.clock = seconds, steps, schedule, clock
 
     def before_fit(self):
-        self.elapsed, self.stopped_early = 0.0, False
+        self.elapsed, self.done, self.stopped_early = 0.0, 0, False
 
     def before_train(self):
-        self._t0 = time.perf_counter()
+        self._t0 = self.clock()
 
     def after_train(self):
-        self.elapsed += time.perf_counter() - self._t0
+        self.elapsed += self.clock() - self._t0
 
-    def _now(self) -> float:
-        return self.elapsed + time.perf_counter() - self._t0
+    def _used(self) -> float:
+        """Share of the budget used so far (may exceed 1 by the last step)."""
+        if self.steps is not None:
+            return self.done / self.steps
+        return (self.elapsed + self.clock() - self._t0) / self.seconds
 
     def before_batch(self):
         if self.training and self.schedule:
-            self.learn.pct_train = min(self._now() / self.seconds, 1.0)
+            self.learn.pct_train = min(self._used(), 1.0)
 
     def after_batch(self):
-        if self.training and self._now() >= self.seconds:
-            self.elapsed += time.perf_counter() - self._t0
-            self._t0 = time.perf_counter()
+        if not self.training:
+            return
+        self.done += 1
+        if self._used() >= 1.0:
+            self.elapsed += self.clock() - self._t0
+            self._t0 = self.clock()
             self.stopped_early = True
             raise CancelFitException()
 
@@ -141,7 +188,7 @@ class TimeBudget(Callback):
 class TokenCounter(Callback):
     """Count non-pad target tokens and batches seen in training."""
 
-    order = 51
+    order = 49  # before Budget (50): the batch that ends the budget raises in Budget.after_batch
 
     def before_fit(self):
         self.tokens, self.batches = 0, 0
@@ -150,6 +197,32 @@ class TokenCounter(Callback):
         if self.training:
             self.tokens += int((self.yb[0] != PAD).sum())
             self.batches += 1
+
+
+class WeightSnapshots(Callback):
+    """Copy the model's weights every ``every`` training steps (for learning curves).
+
+    The copies live on the CPU in ``weights`` (``{step: state_dict}``); a run of 1,000 steps of a
+    150k-parameter model with ``every=100`` keeps 10 copies, about 6 MB.
+
+    Args:
+        every: steps between two copies, an int >= 1.
+    """
+
+    order = 48  # before Budget (50), so the step that ends the budget is copied too
+
+    def __init__(self, every: int):
+        self.every = check_positive_int("every", every)
+
+    def before_fit(self):
+        self.weights, self.steps_done = {}, 0
+
+    def after_batch(self):
+        if not self.training:
+            return
+        self.steps_done += 1
+        if self.steps_done % self.every == 0:
+            self.weights[self.steps_done] = {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
 
 
 @dataclass
@@ -171,7 +244,8 @@ def fit_budget(
     model: torch.nn.Module,
     dls,
     *,
-    seconds: float,
+    steps: int | None = None,
+    seconds: float | None = None,
     lr: float = 3e-3,
     wd: float = 0.0,
     clip: float = 1.0,
@@ -182,18 +256,19 @@ def fit_budget(
     profile: str = "cpu",
     cbs=(),
 ) -> tuple[Learner, TrainStats]:
-    """Train ``model`` on ``dls`` with fastai's one-cycle policy for ``seconds`` of training.
+    """Train ``model`` on ``dls`` with fastai's one-cycle policy for ``steps`` steps (or ``seconds``).
 
     Args:
         model: called as ``model(src, tgt_in)`` and returning ``(B, T, V)`` logits.
         dls: fastai ``DataLoaders`` yielding ``(src, tgt_in, tgt_out)`` with ``n_inp == 2``.
-        seconds: training-time budget (validation excluded).
+        steps: budget of optimiser steps (reproducible: the course's default).
+        seconds: training-time budget instead (validation excluded); give exactly one of the two.
         lr: peak learning rate of the one-cycle schedule.
         wd: weight decay.
         clip: gradient-norm clipping threshold.
         label_smoothing: see :func:`masked_cross_entropy`.
         pct_start: warm-up share of the budget.
-        max_epochs: upper bound on epochs (the budget usually ends training first).
+        max_epochs: upper bound on epochs (the budget ends training first unless it is very long).
         progress: show fastai's progress bars and epoch table.
         profile: recorded in the stats.
         cbs: extra fastai callbacks.
@@ -201,7 +276,8 @@ def fit_budget(
     Returns:
         ``(learner, stats)``.
     """
-    budget, counter = TimeBudget(seconds), TokenCounter()
+    check_positive_int("max_epochs", max_epochs)
+    budget, counter = Budget(seconds, steps=steps), TokenCounter()
     learn = Learner(
         dls,
         model,

@@ -23,7 +23,10 @@ what ``nn.TransformerEncoderLayer`` / ``nn.TransformerDecoderLayer`` (``batch_fi
 in both placements (see :meth:`EncoderLayer.load_from_torch`). All attention is
 :class:`attnlab.attention.MultiHeadAttention` with the course's mask convention (bool ``True`` =
 may attend); remember that ``nn.*`` modules read boolean masks the other way round
-(:func:`attnlab.masks.to_nn_mha_mask`).
+(:func:`attnlab.masks.to_nn_mha_mask`). That is why the layers' padding masks are called
+``src_keep`` / ``tgt_keep`` (``True`` = real token) and never ``src_mask`` / ``tgt_mask``: PyTorch's
+names raise a ``TypeError`` here instead of silently meaning the opposite. Every residual branch
+is written once (``_Layer._residual``) for both placements.
 
 :class:`Transformer` speaks the course's decoding protocol (:mod:`attnlab.decoding`):
 ``encode(src) -> memory``, ``init_state(memory) -> state``,
@@ -54,18 +57,29 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator
+import numbers
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import MultiHeadAttention, merge_heads, scaled_dot_product_attention, split_heads
-from .data import PAD
+from .attention import MultiHeadAttention
+from .checks import (
+    check_float_tensor,
+    check_int,
+    check_positive_int,
+    check_probability,
+    check_token_ids,
+    eval_mode,
+)
+from .masks import refuse_torch_mask_names
+from .vocab import PAD
 
 __all__ = [
     "POSITIONS",
+    "sinusoid_frequencies",
     "sinusoidal_table",
     "sinusoid_shift_matrix",
     "PositionalEncoding",
@@ -87,6 +101,23 @@ ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
 # ----------------------------------------------------------------------------------------------
 
 
+def sinusoid_frequencies(d_model: int) -> torch.Tensor:
+    r"""The angular speeds :math:`\omega_i = 10000^{-2i / d}` of the sinusoid pairs, ``i = 0 .. E/2 - 1``.
+
+    The one definition both :func:`sinusoidal_table` and :func:`sinusoid_shift_matrix` use.
+
+    Args:
+        d_model: ``E``, even and positive.
+
+    Returns:
+        ``(E/2,)`` float64 frequencies, from 1 down to nearly ``1/10000``.
+    """
+    d_model = check_positive_int("d_model", d_model)
+    if d_model % 2:
+        raise ValueError(f"sinusoidal encodings need an even d_model (sin, cos pairs), got {d_model}")
+    return torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model))  # (E/2,)
+
+
 def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
     r"""The fixed sinusoidal position encodings of Vaswani et al.
 
@@ -101,12 +132,9 @@ def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
     Returns:
         ``(P, E)`` float32 table.
     """
-    if d_model <= 0 or d_model % 2:
-        raise ValueError(f"sinusoidal encodings need an even, positive d_model, got {d_model}")
-    if max_len < 0:
-        raise ValueError(f"max_len must be non-negative, got {max_len}")
+    omega = sinusoid_frequencies(d_model)  # (E/2,)
+    max_len = check_int("max_len", max_len, minimum=0)
     pos = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)  # (P, 1)
-    omega = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model))  # (E/2,)
     table = torch.zeros(max_len, d_model, dtype=torch.float64)  # (P, E)
     table[:, 0::2] = torch.sin(pos * omega)  # (P, E/2)
     table[:, 1::2] = torch.cos(pos * omega)  # (P, E/2)
@@ -129,9 +157,8 @@ def sinusoid_shift_matrix(k: int, d_model: int) -> torch.Tensor:
     Returns:
         ``(E, E)`` float32 orthogonal matrix.
     """
-    if d_model <= 0 or d_model % 2:
-        raise ValueError(f"sinusoidal encodings need an even, positive d_model, got {d_model}")
-    omega = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model))  # (E/2,)
+    omega = sinusoid_frequencies(d_model)  # (E/2,)
+    k = check_int("k", k)
     c, s = torch.cos(k * omega), torch.sin(k * omega)  # (E/2,), (E/2,)
     m = torch.zeros(d_model, d_model, dtype=torch.float64)  # (E, E)
     i = torch.arange(0, d_model, 2)  # (E/2,) index of each sin row
@@ -146,14 +173,16 @@ class PositionalEncoding(nn.Module):
     Args:
         kind: ``"sinusoidal"`` (fixed table, no parameters), ``"learned"`` (one trained vector per
             position, an ``nn.Embedding``) or ``"none"`` (adds nothing: the model is blind to order).
-        d_model: ``E``.
-        max_len: ``P``, the number of positions the table covers (longer inputs are refused).
+        d_model: ``E`` (even for ``"sinusoidal"``).
+        max_len: ``P >= 1``, the number of positions the table covers (longer inputs are refused).
     """
 
     def __init__(self, kind: str, d_model: int, max_len: int) -> None:
         super().__init__()
         if kind not in POSITIONS:
             raise ValueError(f"positions={kind!r}; expected one of {POSITIONS}")
+        d_model = check_positive_int("d_model", d_model)
+        max_len = check_positive_int("max_len", max_len)
         self.kind, self.d_model, self.max_len = kind, d_model, max_len
         if kind == "sinusoidal":
             # Not a parameter and not saved: it is rebuilt from (max_len, d_model).
@@ -175,6 +204,8 @@ class PositionalEncoding(nn.Module):
 
     def encodings(self, length: int, offset: int = 0) -> torch.Tensor | None:
         """``(length, E)`` encodings of positions ``offset .. offset+length-1`` (``None`` for ``"none"``)."""
+        length = check_int("length", length, minimum=0)
+        offset = check_int("offset", offset, minimum=0)
         if self.kind == "none":
             return None
         self.check_length(offset + length)
@@ -184,6 +215,7 @@ class PositionalEncoding(nn.Module):
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """``x (B, L, E)`` plus the encodings of positions ``offset .. offset+L-1``; same shape."""
+        _check_states("x", x, self.d_model, "(B, L, E)")
         pe = self.encodings(x.shape[1], offset)  # (L, E) or None
         return x if pe is None else x + pe.to(x.dtype)  # (B, L, E)
 
@@ -193,24 +225,54 @@ class PositionalEncoding(nn.Module):
 # ----------------------------------------------------------------------------------------------
 
 
+def _check_states(name: str, x: torch.Tensor, width: int, shape_text: str) -> None:
+    """``x`` must be a float ``(B, L, width)`` tensor (a sequence of model states)."""
+    check_float_tensor(name, x, dims=3, shape_text=shape_text)
+    if x.shape[-1] != width:
+        raise ValueError(f"{name} must be {shape_text} with E={width} features, got shape {tuple(x.shape)}")
+
+
+def _check_sizes(d_model, num_heads, dim_feedforward, dropout, layer_norm_eps) -> None:
+    """The size arguments shared by the layers and the stacks, each checked under its own name."""
+    d_model = check_positive_int("d_model", d_model)
+    num_heads = check_positive_int("num_heads", num_heads)
+    check_positive_int("dim_feedforward", dim_feedforward)
+    check_probability("dropout", dropout)
+    if d_model % num_heads:
+        raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+    if isinstance(layer_norm_eps, bool) or not isinstance(layer_norm_eps, numbers.Real) or not layer_norm_eps > 0:
+        raise ValueError(f"layer_norm_eps must be a positive number, got {layer_norm_eps!r}")
+
+
 class FeedForward(nn.Module):
     r"""Position-wise feed-forward block :math:`\mathrm{FFN}(x) = W_2\, \mathrm{act}(W_1 x + b_1) + b_2`.
 
     The same two-layer MLP is applied to every position independently (``E -> F -> E``, with
     ``F = 4E`` in the paper): self-attention mixes positions, this block transforms each one.
+
+    Args:
+        d_model: ``E``.
+        dim_feedforward: ``F``.
+        dropout: dropout on the hidden activations, in ``[0, 1)``.
+        activation: ``"relu"`` or ``"gelu"``.
     """
 
     def __init__(self, d_model: int, dim_feedforward: int, dropout: float = 0.0, activation: str = "relu"):
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation={activation!r}; expected one of {sorted(ACTIVATIONS)}")
+        d_model = check_positive_int("d_model", d_model)
+        dim_feedforward = check_positive_int("dim_feedforward", dim_feedforward)
         self.linear1 = nn.Linear(d_model, dim_feedforward)
         self.linear2 = nn.Linear(dim_feedforward, d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = nn.Dropout(check_probability("dropout", dropout))
         self.activation = activation
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``(..., E) -> (..., E)``."""
+        check_float_tensor("x", x)
+        if x.dim() == 0 or x.shape[-1] != self.linear1.in_features:
+            raise ValueError(f"x must be (..., E) with E={self.linear1.in_features}, got shape {tuple(x.shape)}")
         h = ACTIVATIONS[self.activation](self.linear1(x))  # (..., F)
         return self.linear2(self.dropout(h))  # (..., E)
 
@@ -222,18 +284,16 @@ def _check_activation_matches(theirs: nn.Module, ours: str) -> None:
         raise ValueError(f"activation mismatch: PyTorch layer uses {name!r}, this layer uses {ours!r}")
 
 
-class EncoderLayer(nn.Module):
-    """One encoder layer: self-attention and feed-forward, each in a residual + LayerNorm.
+class _Layer(nn.Module):
+    """What both layers are made of: attention sublayer(s) and a feed-forward, each in a residual branch.
 
-    Args:
-        d_model: ``E``.
-        num_heads: ``H``.
-        dim_feedforward: ``F``.
-        dropout: dropout on attention weights, sublayer outputs and inside the feed-forward.
-        norm_first: LayerNorm before the sublayer (pre-LN) instead of after the residual sum.
-        activation: ``"relu"`` or ``"gelu"``.
-        layer_norm_eps: LayerNorm epsilon.
+    One LayerNorm and one dropout per sublayer (``norm1``, ``dropout1``, ...), placed by
+    ``norm_first``; :meth:`_residual` is the only place where the placement is written down.
+    The class attribute ``cross_attention`` adds the encoder-decoder attention of a decoder layer.
+    The constructor's arguments are documented in :class:`EncoderLayer`.
     """
+
+    cross_attention: bool
 
     def __init__(
         self,
@@ -247,55 +307,126 @@ class EncoderLayer(nn.Module):
         layer_norm_eps: float = 1e-5,
     ) -> None:
         super().__init__()
+        _check_sizes(d_model, num_heads, dim_feedforward, dropout, layer_norm_eps)
+        if not isinstance(norm_first, bool):
+            raise TypeError(f"norm_first must be a bool, got {type(norm_first).__name__} {norm_first!r}")
         self.norm_first = norm_first
+        # Creation order = initialisation order of the random weights (and the printed order).
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        if self.cross_attention:
+            self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
         self.ff = FeedForward(d_model, dim_feedforward, dropout, activation)
-        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.dropout1 = nn.Dropout(dropout)
-        self.dropout2 = nn.Dropout(dropout)
+        n = 3 if self.cross_attention else 2
+        for i in range(1, n + 1):
+            self.add_module(f"norm{i}", nn.LayerNorm(d_model, eps=layer_norm_eps))
+        for i in range(1, n + 1):
+            self.add_module(f"dropout{i}", nn.Dropout(dropout))
 
-    def _sa(self, x, src_mask, need_weights):
-        out, w = self.self_attn(
-            x, x, x, key_padding_mask=src_mask, need_weights=need_weights, average_attn_weights=False
-        )  # (B, S, E), (B, H, S, S) or None
-        return self.dropout1(out), w
+    def _residual(
+        self,
+        x: torch.Tensor,
+        norm: nn.LayerNorm,
+        dropout: nn.Dropout,
+        sublayer: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor | None]],
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """One residual branch: pre-LN ``x + drop(f(LN(x)))`` or post-LN ``LN(x + drop(f(x)))``.
 
+        Args:
+            x: ``(B, L, E)``.
+            norm, dropout: this branch's LayerNorm and dropout.
+            sublayer: ``f``, returning ``(out (B, L, E), attention weights or None)``.
+
+        Returns:
+            ``(x (B, L, E), the sublayer's weights or None)``.
+        """
+        if self.norm_first:
+            out, w = sublayer(norm(x))  # (B, L, E)
+            return x + dropout(out), w  # (B, L, E)
+        out, w = sublayer(x)  # (B, L, E)
+        return norm(x + dropout(out)), w  # (B, L, E)
+
+    def _feed_forward(self, x: torch.Tensor, norm: nn.LayerNorm, dropout: nn.Dropout) -> torch.Tensor:
+        return self._residual(x, norm, dropout, lambda h: (self.ff(h), None))[0]  # (B, L, E)
+
+    @torch.no_grad()
+    def _load_from_torch(self, theirs: nn.Module, attention: dict[str, nn.MultiheadAttention]) -> None:
+        """Copy a PyTorch layer's weights: ``attention`` (our name -> theirs), ``linear1/2``, ``norm1..n``.
+
+        What can disagree is checked before the first weight is copied, so a refused layer is
+        left as it was.
+        """
+        if theirs.norm_first != self.norm_first:
+            raise ValueError(f"norm_first mismatch: PyTorch layer {theirs.norm_first}, this layer {self.norm_first}")
+        _check_activation_matches(theirs, self.ff.activation)
+        for name in ("linear1", "linear2"):
+            src, dst = getattr(theirs, name), getattr(self.ff, name)
+            if src.weight.shape != dst.weight.shape:
+                theirs_shape, ours_shape = tuple(src.weight.shape), tuple(dst.weight.shape)
+                raise ValueError(f"{name} shape mismatch: PyTorch {theirs_shape}, ours {ours_shape}")
+        # Each attention checks itself before copying; both have the same sizes, so the first
+        # one refuses anything the second would.
+        for ours_name, mha in attention.items():
+            getattr(self, ours_name).load_from_torch(mha)
+        for name in ("linear1", "linear2"):
+            src, dst = getattr(theirs, name), getattr(self.ff, name)
+            dst.weight.copy_(src.weight)
+            dst.bias.copy_(src.bias)
+        for i in range(1, 4 if self.cross_attention else 3):
+            src, dst = getattr(theirs, f"norm{i}"), getattr(self, f"norm{i}")
+            dst.weight.copy_(src.weight)
+            dst.bias.copy_(src.bias)
+            dst.eps = src.eps
+
+
+class EncoderLayer(_Layer):
+    """One encoder layer: self-attention and feed-forward, each in a residual + LayerNorm.
+
+    Args:
+        d_model: ``E``.
+        num_heads: ``H`` (divides ``E``).
+        dim_feedforward: ``F``.
+        dropout: dropout on attention weights, sublayer outputs and inside the feed-forward, in ``[0, 1)``.
+        norm_first: LayerNorm before the sublayer (pre-LN) instead of after the residual sum.
+        activation: ``"relu"`` or ``"gelu"``.
+        layer_norm_eps: LayerNorm epsilon.
+    """
+
+    cross_attention = False
+
+    @refuse_torch_mask_names(src_mask="src_keep", src_key_padding_mask="src_keep")
     def forward(
-        self, x: torch.Tensor, src_mask: torch.Tensor | None = None, *, need_weights: bool = False
+        self, x: torch.Tensor, *, src_keep: torch.Tensor | None = None, need_weights: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Run the layer.
 
         Args:
             x: ``(B, S, E)``.
-            src_mask: ``(B, S)`` bool, ``True`` at real tokens (course convention), or ``None``.
+            src_keep: ``(B, S)`` bool, ``True`` at real tokens (course convention), or ``None``.
+                Not PyTorch's ``src_mask`` / ``src_key_padding_mask`` (``True`` = blocked there).
             need_weights: also return the per-head attention weights (explicit-softmax path).
 
         Returns:
             ``(x (B, S, E), weights (B, H, S, S) or None)``.
         """
-        if self.norm_first:
-            a, w = self._sa(self.norm1(x), src_mask, need_weights)  # (B, S, E)
-            x = x + a  # (B, S, E)
-            x = x + self.dropout2(self.ff(self.norm2(x)))  # (B, S, E)
-        else:
-            a, w = self._sa(x, src_mask, need_weights)  # (B, S, E)
-            x = self.norm1(x + a)  # (B, S, E)
-            x = self.norm2(x + self.dropout2(self.ff(x)))  # (B, S, E)
-        return x, w
+        _check_states("x", x, self.self_attn.embed_dim, "(B, S, E)")
 
-    @torch.no_grad()
+        def self_attention(h):
+            return self.self_attn(
+                h, h, h, key_keep=src_keep, need_weights=need_weights, average_attn_weights=False
+            )  # (B, S, E), (B, H, S, S) or None
+
+        x, w = self._residual(x, self.norm1, self.dropout1, self_attention)  # (B, S, E)
+        return self._feed_forward(x, self.norm2, self.dropout2), w  # (B, S, E)
+
     def load_from_torch(self, layer: nn.TransformerEncoderLayer) -> EncoderLayer:
         """Copy the weights of an ``nn.TransformerEncoderLayer`` (same sizes and placement); returns self."""
-        if layer.norm_first != self.norm_first:
-            raise ValueError(f"norm_first mismatch: PyTorch layer {layer.norm_first}, this layer {self.norm_first}")
-        _check_activation_matches(layer, self.ff.activation)
-        self.self_attn.load_from_torch(layer.self_attn)
-        _copy_ff_and_norms(self, layer, n_norms=2)
+        if not isinstance(layer, nn.TransformerEncoderLayer):
+            raise TypeError(f"layer must be an nn.TransformerEncoderLayer, got {type(layer).__name__}")
+        self._load_from_torch(layer, {"self_attn": layer.self_attn})
         return self
 
 
-class DecoderLayer(nn.Module):
+class DecoderLayer(_Layer):
     """One decoder layer: masked self-attention, encoder-decoder attention, feed-forward.
 
     Each sublayer sits in a residual connection with a LayerNorm (placement: ``norm_first``). The
@@ -306,70 +437,22 @@ class DecoderLayer(nn.Module):
     Args: as :class:`EncoderLayer`.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        num_heads: int,
-        dim_feedforward: int,
-        dropout: float = 0.0,
-        *,
-        norm_first: bool = True,
-        activation: str = "relu",
-        layer_norm_eps: float = 1e-5,
-    ) -> None:
-        super().__init__()
-        self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
-        self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
-        self.ff = FeedForward(d_model, dim_feedforward, dropout, activation)
-        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.norm3 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.dropout1 = nn.Dropout(dropout)
-        self.dropout2 = nn.Dropout(dropout)
-        self.dropout3 = nn.Dropout(dropout)
+    cross_attention = True
 
-    def _sa(self, y, tgt_mask, cache, need_weights):
-        # Causal whenever there is more than one query. With a cache the L new queries are the last
-        # L of all keys, and causal_mask aligns to the end; a single query may see every key.
-        out, w = self.self_attn(
-            y,
-            y,
-            y,
-            key_padding_mask=tgt_mask,
-            is_causal=y.shape[1] > 1,
-            need_weights=need_weights,
-            average_attn_weights=False,
-            cache=cache,
-        )  # (B, T, E), (B, H, T, t+T) or None
-        return self.dropout1(out), w
-
-    def _ca(self, y, memory, src_mask, cross_kv, need_weights):
-        mha = self.cross_attn
-        if cross_kv is None:
-            out, w = mha(
-                y, memory, memory, key_padding_mask=src_mask, need_weights=need_weights, average_attn_weights=False
-            )  # (B, T, E), (B, H, T, S) or None
-            return self.dropout2(out), w
-        # Keys/values projected once per sentence (cross_kv): the same computation as
-        # MultiHeadAttention.forward, minus the two projections of the source.
-        k, v = cross_kv  # (B, H, S, D) each
-        q = split_heads(mha.q_proj(y), mha.num_heads)  # (B, H, T, D)
-        mask = None if src_mask is None else src_mask[:, None, None, :]  # (B, 1, 1, S)
-        dropout_p = mha.dropout if self.training else 0.0
-        out, w = scaled_dot_product_attention(
-            q, k, v, mask, dropout_p=dropout_p, need_weights=need_weights
-        )  # (B, H, T, D), (B, H, T, S) or None
-        out = mha.out_proj(merge_heads(out))  # (B, T, E)
-        return self.dropout2(out), w
-
+    @refuse_torch_mask_names(
+        tgt_mask=None,
+        memory_mask=None,
+        tgt_key_padding_mask="tgt_keep",
+        memory_key_padding_mask="src_keep",
+        src_mask="src_keep",
+    )
     def forward(
         self,
         y: torch.Tensor,
-        memory: torch.Tensor,
-        src_mask: torch.Tensor | None = None,
-        tgt_mask: torch.Tensor | None = None,
+        memory: torch.Tensor | None = None,
         *,
+        src_keep: torch.Tensor | None = None,
+        tgt_keep: torch.Tensor | None = None,
         self_cache: dict[str, torch.Tensor] | None = None,
         cross_kv: tuple[torch.Tensor, torch.Tensor] | None = None,
         need_weights: bool = False,
@@ -378,11 +461,13 @@ class DecoderLayer(nn.Module):
 
         Args:
             y: ``(B, T, E)`` decoder input (the ``T`` newest positions when a cache is used).
-            memory: ``(B, S, E)`` encoder output.
-            src_mask: ``(B, S)`` bool, ``True`` at real source tokens, or ``None``.
-            tgt_mask: ``(B, t+T)`` bool key padding of the target, ``True`` at real tokens, or ``None``.
+            memory: ``(B, S, E)`` encoder output; may be ``None`` when ``cross_kv`` is given.
+            src_keep: ``(B, S)`` bool, ``True`` at real source tokens, or ``None`` (PyTorch calls
+                its opposite ``memory_key_padding_mask``).
+            tgt_keep: ``(B, t+T)`` bool key padding of the target, ``True`` at real tokens, or ``None``.
                 With right padding and the causal mask, real queries never see padding, so
-                :class:`Transformer` leaves it ``None``.
+                :class:`Transformer` leaves it ``None``. The causal mask is built in: there is no
+                argument for it (PyTorch's ``tgt_mask``).
             self_cache: ``{"k", "v"}`` ``(B, H, t, D)`` of earlier target positions; updated in place.
             cross_kv: ``(k, v)``, each ``(B, H, S, D)``, precomputed from ``memory`` by
                 :meth:`cross_kv`; then ``memory`` itself is not projected again.
@@ -391,58 +476,52 @@ class DecoderLayer(nn.Module):
         Returns:
             ``(y (B, T, E), self weights (B, H, T, t+T) or None, cross weights (B, H, T, S) or None)``.
         """
-        if self.norm_first:
-            a, w_self = self._sa(self.norm1(y), tgt_mask, self_cache, need_weights)  # (B, T, E)
-            y = y + a  # (B, T, E)
-            c, w_cross = self._ca(self.norm2(y), memory, src_mask, cross_kv, need_weights)  # (B, T, E)
-            y = y + c  # (B, T, E)
-            y = y + self.dropout3(self.ff(self.norm3(y)))  # (B, T, E)
-        else:
-            a, w_self = self._sa(y, tgt_mask, self_cache, need_weights)  # (B, T, E)
-            y = self.norm1(y + a)  # (B, T, E)
-            c, w_cross = self._ca(y, memory, src_mask, cross_kv, need_weights)  # (B, T, E)
-            y = self.norm2(y + c)  # (B, T, E)
-            y = self.norm3(y + self.dropout3(self.ff(y)))  # (B, T, E)
-        return y, w_self, w_cross
+        _check_states("y", y, self.self_attn.embed_dim, "(B, T, E)")
+        if memory is None and cross_kv is None:
+            raise ValueError("give memory (B, S, E), or its projected keys/values as cross_kv")
+
+        def self_attention(h):
+            # Causal whenever there is more than one query. With a cache the L new queries are the
+            # last L of all keys, and causal_mask aligns to the end; a single query may see every key.
+            return self.self_attn(
+                h,
+                h,
+                h,
+                key_keep=tgt_keep,
+                is_causal=h.shape[1] > 1,
+                need_weights=need_weights,
+                average_attn_weights=False,
+                cache=self_cache,
+            )  # (B, T, E), (B, H, T, t+T) or None
+
+        def cross_attention(h):
+            kv = dict(kv=cross_kv) if cross_kv is not None else dict(key=memory, value=memory)
+            return self.cross_attn(
+                h, **kv, key_keep=src_keep, need_weights=need_weights, average_attn_weights=False
+            )  # (B, T, E), (B, H, T, S) or None
+
+        y, w_self = self._residual(y, self.norm1, self.dropout1, self_attention)  # (B, T, E)
+        y, w_cross = self._residual(y, self.norm2, self.dropout2, cross_attention)  # (B, T, E)
+        return self._feed_forward(y, self.norm3, self.dropout3), w_self, w_cross  # (B, T, E)
 
     def cross_kv(self, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Project the encoder output once into this layer's cross-attention keys and values.
 
+        Args:
+            memory: ``(B, S, E)`` encoder output.
+
         Returns:
             ``(k, v)``, each ``(B, H, S, D)``, as :class:`MultiHeadAttention` keeps them in a cache.
         """
-        mha = self.cross_attn
-        k = split_heads(mha.k_proj(memory), mha.num_heads)  # (B, H, S, D)
-        v = split_heads(mha.v_proj(memory), mha.num_heads)  # (B, H, S, D)
-        return k, v
+        _check_states("memory", memory, self.cross_attn.embed_dim, "(B, S, E)")
+        return self.cross_attn.project_kv(memory, memory)  # (B, H, S, D) each
 
-    @torch.no_grad()
     def load_from_torch(self, layer: nn.TransformerDecoderLayer) -> DecoderLayer:
         """Copy the weights of an ``nn.TransformerDecoderLayer`` (same sizes and placement); returns self."""
-        if layer.norm_first != self.norm_first:
-            raise ValueError(f"norm_first mismatch: PyTorch layer {layer.norm_first}, this layer {self.norm_first}")
-        _check_activation_matches(layer, self.ff.activation)
-        self.self_attn.load_from_torch(layer.self_attn)
-        self.cross_attn.load_from_torch(layer.multihead_attn)
-        _copy_ff_and_norms(self, layer, n_norms=3)
+        if not isinstance(layer, nn.TransformerDecoderLayer):
+            raise TypeError(f"layer must be an nn.TransformerDecoderLayer, got {type(layer).__name__}")
+        self._load_from_torch(layer, {"self_attn": layer.self_attn, "cross_attn": layer.multihead_attn})
         return self
-
-
-@torch.no_grad()
-def _copy_ff_and_norms(ours: nn.Module, theirs: nn.Module, n_norms: int) -> None:
-    """Feed-forward and LayerNorm weights: ``linear1/linear2/norm1..n`` in PyTorch's layers."""
-    for name in ("linear1", "linear2"):
-        src, dst = getattr(theirs, name), getattr(ours.ff, name)
-        if src.weight.shape != dst.weight.shape:
-            theirs_shape, ours_shape = tuple(src.weight.shape), tuple(dst.weight.shape)
-            raise ValueError(f"{name} shape mismatch: PyTorch {theirs_shape}, ours {ours_shape}")
-        dst.weight.copy_(src.weight)
-        dst.bias.copy_(src.bias)
-    for i in range(1, n_norms + 1):
-        src, dst = getattr(theirs, f"norm{i}"), getattr(ours, f"norm{i}")
-        dst.weight.copy_(src.weight)
-        dst.bias.copy_(src.bias)
-        dst.eps = src.eps
 
 
 # ----------------------------------------------------------------------------------------------
@@ -453,7 +532,7 @@ def _copy_ff_and_norms(ours: nn.Module, theirs: nn.Module, n_norms: int) -> None
 class _Stack(nn.Module):
     """``N`` copies of ``layer_cls`` (and, for pre-LN, a final LayerNorm); shared by both stacks."""
 
-    layer_cls: type[nn.Module]
+    layer_cls: type[_Layer]
 
     def __init__(
         self,
@@ -468,6 +547,8 @@ class _Stack(nn.Module):
         layer_norm_eps: float = 1e-5,
     ) -> None:
         super().__init__()
+        num_layers = check_positive_int("num_layers", num_layers)
+        _check_sizes(d_model, num_heads, dim_feedforward, dropout, layer_norm_eps)
         kw = dict(norm_first=norm_first, activation=activation, layer_norm_eps=layer_norm_eps)
         self.layers = nn.ModuleList(
             self.layer_cls(d_model, num_heads, dim_feedforward, dropout, **kw) for _ in range(num_layers)
@@ -481,13 +562,18 @@ class Encoder(_Stack):
 
     layer_cls = EncoderLayer
 
+    @refuse_torch_mask_names(mask=None, src_mask="src_keep", src_key_padding_mask="src_keep")
     def forward(
-        self, x: torch.Tensor, src_mask: torch.Tensor | None = None, *, need_weights: bool = False
+        self, x: torch.Tensor, *, src_keep: torch.Tensor | None = None, need_weights: bool = False
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """``x (B, S, E)`` -> ``(states (B, S, E), per-layer weights [(B, H, S, S)] if need_weights)``."""
+        """``x (B, S, E)`` -> ``(states (B, S, E), per-layer weights [(B, H, S, S)] if need_weights)``.
+
+        ``src_keep``: ``(B, S)`` bool, ``True`` at real tokens, or ``None``.
+        """
+        _check_states("x", x, self.layers[0].self_attn.embed_dim, "(B, S, E)")
         maps = []
         for layer in self.layers:
-            x, w = layer(x, src_mask, need_weights=need_weights)  # (B, S, E)
+            x, w = layer(x, src_keep=src_keep, need_weights=need_weights)  # (B, S, E)
             if w is not None:
                 maps.append(w)
         return self.norm(x), maps  # (B, S, E)
@@ -498,12 +584,19 @@ class Decoder(_Stack):
 
     layer_cls = DecoderLayer
 
+    @refuse_torch_mask_names(
+        tgt_mask=None,
+        memory_mask=None,
+        tgt_key_padding_mask=None,
+        memory_key_padding_mask="src_keep",
+        src_mask="src_keep",
+    )
     def forward(
         self,
         y: torch.Tensor,
         memory: torch.Tensor,
-        src_mask: torch.Tensor | None = None,
         *,
+        src_keep: torch.Tensor | None = None,
         caches: list[tuple[dict, tuple[torch.Tensor, torch.Tensor]]] | None = None,
         need_weights: str | bool = False,
     ) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
@@ -511,7 +604,8 @@ class Decoder(_Stack):
 
         Args:
             y: ``(B, T, E)`` embedded decoder input.
-            memory: ``(B, S, E)``; src_mask: ``(B, S)`` bool or ``None``.
+            memory: ``(B, S, E)``.
+            src_keep: ``(B, S)`` bool, ``True`` at real source tokens, or ``None``.
             caches: per layer ``(self_cache, cross_kv)`` for incremental decoding (see
                 :meth:`DecoderLayer.forward`).
             need_weights: ``True`` = weights of every layer; ``"last"`` = of the last layer only (all
@@ -520,13 +614,17 @@ class Decoder(_Stack):
         Returns:
             ``(y (B, T, E), self weights [(B, H, T, t+T)], cross weights [(B, H, T, S)])``.
         """
-        self_maps, cross_maps = [], []
+        if need_weights not in (True, False, "last"):
+            raise ValueError(f"need_weights must be True, False or 'last', got {need_weights!r}")
         n = len(self.layers)
+        if caches is not None and (not isinstance(caches, (list, tuple)) or len(caches) != n):
+            raise ValueError(f"caches must be a list of {n} (self_cache, cross_kv) pairs, one per layer")
+        self_maps, cross_maps = [], []
         for i, layer in enumerate(self.layers):
             want = need_weights is True or (need_weights == "last" and i == n - 1)
             self_cache, cross_kv = caches[i] if caches is not None else (None, None)
             y, w_self, w_cross = layer(
-                y, memory, src_mask, self_cache=self_cache, cross_kv=cross_kv, need_weights=want
+                y, memory, src_keep=src_keep, self_cache=self_cache, cross_kv=cross_kv, need_weights=want
             )  # (B, T, E)
             if want:
                 self_maps.append(w_self)
@@ -574,22 +672,24 @@ class TransformerConfig:
     layer_norm_eps: float = 1e-5
 
     def __post_init__(self):
-        for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "num_heads", "dim_feedforward", "max_len"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        for name in ("num_encoder_layers", "num_decoder_layers"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if self.d_model % self.num_heads:
-            raise ValueError(f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}")
+        for name in (
+            "src_vocab_size",
+            "tgt_vocab_size",
+            "num_encoder_layers",
+            "num_decoder_layers",
+            "max_len",
+        ):
+            check_positive_int(name, getattr(self, name))
+        _check_sizes(self.d_model, self.num_heads, self.dim_feedforward, self.dropout, self.layer_norm_eps)
         if self.positions not in POSITIONS:
             raise ValueError(f"positions={self.positions!r}; expected one of {POSITIONS}")
         if self.positions == "sinusoidal" and self.d_model % 2:
             raise ValueError(f"sinusoidal positions need an even d_model, got {self.d_model}")
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"activation={self.activation!r}; expected one of {sorted(ACTIVATIONS)}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        for name in ("norm_first", "tie_embeddings"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
 
 
 class Transformer(nn.Module):
@@ -601,6 +701,8 @@ class Transformer(nn.Module):
 
     def __init__(self, config: TransformerConfig):
         super().__init__()
+        if not isinstance(config, TransformerConfig):
+            raise TypeError(f"config must be a TransformerConfig, got {type(config).__name__}")
         self.config = c = config
         E = c.d_model
         self.src_emb = nn.Embedding(c.src_vocab_size, E, padding_idx=PAD)
@@ -628,18 +730,12 @@ class Transformer(nn.Module):
         return self.src_emb.weight.device
 
     def _check_ids(self, name: str, x: torch.Tensor, dims: int) -> None:
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(x).__name__}")
-        if x.dim() != dims:
-            want = "(B, S)" if name == "src" else "(B, T)" if dims == 2 else "(B,)"
-            raise ValueError(f"{name} must be {want} token ids, got shape {tuple(x.shape)}")
-        if x.dtype.is_floating_point or x.dtype == torch.bool:
-            raise TypeError(f"{name} must hold integer token ids, got dtype {x.dtype}")
-        if x.device != self._device():
-            raise ValueError(
-                f"{name} is on {x.device} but the model is on {self._device()}; move one of them "
-                f"(e.g. {name}.to(next(model.parameters()).device))"
-            )
+        vocab = self.config.src_vocab_size if name == "src" else self.config.tgt_vocab_size
+        check_token_ids(name, x, vocab_size=vocab, device=self._device(), dims=dims)
+
+    def _check_memory(self, memory) -> None:
+        if not isinstance(memory, dict) or not isinstance(memory.get("states"), torch.Tensor):
+            raise TypeError(f"memory must be the dict that encode() returns, got {type(memory).__name__}")
 
     def _embed(self, emb: nn.Embedding, pos: PositionalEncoding, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
         x = emb(ids) * math.sqrt(self.config.d_model)  # (B, L, E)
@@ -653,7 +749,9 @@ class Transformer(nn.Module):
     @contextlib.contextmanager
     def kv_cache(self, enabled: bool) -> Iterator[Transformer]:
         """``with model.kv_cache(False): ...`` decodes without the cache inside the block."""
-        before, self.use_cache = self.use_cache, bool(enabled)
+        if not isinstance(enabled, bool):
+            raise TypeError(f"enabled must be a bool, got {type(enabled).__name__} {enabled!r}")
+        before, self.use_cache = self.use_cache, enabled
         try:
             yield self
         finally:
@@ -662,16 +760,13 @@ class Transformer(nn.Module):
     # ----------------------------------------------------------------- encoder
     def _encode(self, src: torch.Tensor, need_weights: bool = False):
         self._check_ids("src", src, 2)
-        B, S = src.shape
-        if S == 0:
-            raise ValueError(f"src has no positions (shape {tuple(src.shape)}): every sentence needs a token")
-        self.src_pos.check_length(S, f"the source (shape {tuple(src.shape)})")
-        mask = src != PAD  # (B, S)
-        if not bool(mask.any(1).all()):
+        self.src_pos.check_length(src.shape[1], f"the source (shape {tuple(src.shape)})")
+        keep = src != PAD  # (B, S)
+        if not bool(keep.any(1).all()):
             raise ValueError("every source sentence needs at least one token (found an all-padding row)")
         x = self._embed(self.src_emb, self.src_pos, src)  # (B, S, E)
-        states, maps = self.encoder(x, mask, need_weights=need_weights)  # (B, S, E)
-        return states, mask, maps
+        states, maps = self.encoder(x, src_keep=keep, need_weights=need_weights)  # (B, S, E)
+        return states, keep, maps
 
     def encode(self, src: torch.Tensor) -> dict[str, torch.Tensor]:
         """Run the encoder and prepare everything the decoder reuses at every step.
@@ -696,6 +791,7 @@ class Transformer(nn.Module):
 
         With ``use_cache = False`` the state is the decoded prefix ``ys (B, 0)`` instead.
         """
+        self._check_memory(memory)
         states = memory["states"]  # (B, S, E)
         B = states.shape[0]
         if not self.use_cache:
@@ -723,22 +819,32 @@ class Transformer(nn.Module):
             ``(logits (B, V), new state, attn (B, S))``; ``attn`` is the last decoder layer's
             cross-attention for this step, averaged over heads.
         """
+        self._check_memory(memory)
         self._check_ids("y_prev", y_prev, 1)
         if y_prev.shape[0] != memory["states"].shape[0]:
             raise ValueError(f"y_prev has {y_prev.shape[0]} rows but the memory has {memory['states'].shape[0]}")
+        t = check_int("t", t, minimum=0)
         self.tgt_pos.check_length(t + 1, f"the target (decoding step t={t})")
+        if not isinstance(state, dict):
+            raise TypeError(f"state must be the dict that init_state() or step() returns, got {type(state).__name__}")
         if "ys" in state:  # no cache: re-run the decoder over the whole prefix
             ys = torch.cat([state["ys"], y_prev.unsqueeze(1)], dim=1)  # (B, t+1)
             y = self._embed(self.tgt_emb, self.tgt_pos, ys)  # (B, t+1, E)
-            y, _, cross = self.decoder(y, memory["states"], memory["mask"], need_weights="last")  # (B, t+1, E)
+            y, _, cross = self.decoder(
+                y, memory["states"], src_keep=memory["mask"], need_weights="last"
+            )  # (B, t+1, E)
             logits = self._logits(y[:, -1])  # (B, V)
             return logits, {"ys": ys}, cross[-1][:, :, -1].mean(1)  # (B, V), ..., (B, S)
         caches, new_state = [], {}
         for i in range(self.config.num_decoder_layers):
+            if f"self_k{i}" not in state or f"self_v{i}" not in state:
+                raise ValueError(f"state has no key/value cache for decoder layer {i} (self_k{i}, self_v{i})")
             self_cache = {"k": state[f"self_k{i}"], "v": state[f"self_v{i}"]}  # (B, H, t, D) each
             caches.append((self_cache, (memory[f"cross_k{i}"], memory[f"cross_v{i}"])))  # (B, H, S, D) each
         y = self._embed(self.tgt_emb, self.tgt_pos, y_prev.unsqueeze(1), offset=t)  # (B, 1, E)
-        y, _, cross = self.decoder(y, memory["states"], memory["mask"], caches=caches, need_weights="last")  # (B, 1, E)
+        y, _, cross = self.decoder(
+            y, memory["states"], src_keep=memory["mask"], caches=caches, need_weights="last"
+        )  # (B, 1, E)
         for i, (self_cache, _) in enumerate(caches):
             new_state[f"self_k{i}"], new_state[f"self_v{i}"] = self_cache["k"], self_cache["v"]  # (B, H, t+1, D)
         logits = self._logits(y[:, 0])  # (B, V)
@@ -750,8 +856,6 @@ class Transformer(nn.Module):
         self._check_ids("tgt_in", tgt_in, 2)
         if tgt_in.shape[0] != src.shape[0]:
             raise ValueError(f"tgt_in must be (B={src.shape[0]}, T), got shape {tuple(tgt_in.shape)}")
-        if tgt_in.shape[1] == 0:
-            raise ValueError(f"tgt_in is empty (shape {tuple(tgt_in.shape)}, T = 0): the decoder needs at least <bos>")
         self.tgt_pos.check_length(tgt_in.shape[1], f"the target (tgt_in of shape {tuple(tgt_in.shape)})")
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, *, return_attention: bool = False):
@@ -767,15 +871,16 @@ class Transformer(nn.Module):
             ``logits (B, T, V)``, or ``(logits, attn (B, T, S))`` when ``return_attention``.
         """
         self._check_pair(src, tgt_in)
-        states, mask, _ = self._encode(src)  # (B, S, E), (B, S)
+        states, keep, _ = self._encode(src)  # (B, S, E), (B, S)
         y = self._embed(self.tgt_emb, self.tgt_pos, tgt_in)  # (B, T, E)
-        y, _, cross = self.decoder(y, states, mask, need_weights="last" if return_attention else False)  # (B, T, E)
+        y, _, cross = self.decoder(
+            y, states, src_keep=keep, need_weights="last" if return_attention else False
+        )  # (B, T, E)
         logits = self._logits(y)  # (B, T, V)
         if not return_attention:
             return logits
         return logits, cross[-1].mean(1)  # (B, T, V), (B, T, S)
 
-    @torch.no_grad()
     def attention_maps(self, src: torch.Tensor, tgt_in: torch.Tensor) -> dict[str, torch.Tensor]:
         """Every attention map of the model for a batch (gold target prefix fed in).
 
@@ -786,26 +891,13 @@ class Transformer(nn.Module):
             ``{"encoder": (B, N_enc, H, S, S), "decoder": (B, N_dec, H, T, T), "cross": (B, N_dec, H, T, S)}``;
             ``maps["cross"][b]`` is the ``(layers, heads, T, S)`` stack the head viewer takes.
         """
-        was_training = self.training
-        self.eval()
-        try:
+        with eval_mode(self):
             self._check_pair(src, tgt_in)
-            states, mask, enc_maps = self._encode(src, need_weights=True)  # (B, S, E)
+            states, keep, enc_maps = self._encode(src, need_weights=True)  # (B, S, E)
             y = self._embed(self.tgt_emb, self.tgt_pos, tgt_in)  # (B, T, E)
-            _, self_maps, cross_maps = self.decoder(y, states, mask, need_weights=True)
-        finally:
-            self.train(was_training)
+            _, self_maps, cross_maps = self.decoder(y, states, src_keep=keep, need_weights=True)
         return {
             "encoder": torch.stack(enc_maps, dim=1),  # (B, N, H, S, S)
             "decoder": torch.stack(self_maps, dim=1),  # (B, N, H, T, T)
             "cross": torch.stack(cross_maps, dim=1),  # (B, N, H, T, S)
         }
-
-
-def _register() -> None:
-    from .checkpoint import register_model
-
-    register_model("transformer", Transformer, TransformerConfig)
-
-
-_register()

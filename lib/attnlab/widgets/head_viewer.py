@@ -19,6 +19,8 @@ from collections.abc import Sequence
 
 import torch
 
+from attnlab.widgets._live import live
+
 __all__ = ["as_layer_head_stack", "update_head_viewer", "head_viewer"]
 
 
@@ -148,9 +150,9 @@ def head_viewer(
     header = [widgets.HTML(f"<b>{html.escape(title)}</b>")] if title else []
     root = widgets.VBox([*header, widgets.HBox([layer_pick, head_pick]), widgets.HBox([plot, text])])
 
-    def refresh(_change=None) -> None:
+    def compute() -> dict:
         head = None if head_pick.value == -1 else head_pick.value
-        result = update_head_viewer(
+        return update_head_viewer(
             w,
             layer_pick.value,
             head,
@@ -159,25 +161,18 @@ def head_viewer(
             layer_labels=layer_names,
             head_labels=head_names,
         )
-        root.result = result
-        text.value = "<pre>" + html.escape(result["summary"]) + "</pre>"
-        plot.clear_output(wait=True)
-        with plot:
-            if head is None:
-                fig = plot_attention_grid(
-                    result["weights"],
-                    row_labels=[layer_names[layer_pick.value]],
-                    col_labels=head_names,
-                    title=result["title"],
-                )
-            else:
-                T, S = result["weights"].shape
-                fig, ax = plt.subplots(figsize=(min(0.3 * S + 1.5, 8), min(0.3 * T + 1.2, 8)))
-                plot_attention(result["weights"], src_tokens, tgt_tokens, ax=ax, title=result["title"])
-            plt.show()
-            plt.close(fig)
 
-    layer_pick.observe(refresh, names="value")
-    head_pick.observe(refresh, names="value")
-    refresh()
-    return root
+    def draw(result: dict):
+        if result["argmax"] is None:  # all heads of the layer
+            return plot_attention_grid(
+                result["weights"],
+                row_labels=[layer_names[layer_pick.value]],
+                col_labels=head_names,
+                title=result["title"],
+            )
+        T, S = result["weights"].shape
+        fig, ax = plt.subplots(figsize=(min(0.3 * S + 1.5, 8), min(0.3 * T + 1.2, 8)))
+        plot_attention(result["weights"], src_tokens, tgt_tokens, ax=ax, title=result["title"])
+        return fig
+
+    return live(root, text, plot, (layer_pick, head_pick), compute, lambda r: r["summary"], draw)

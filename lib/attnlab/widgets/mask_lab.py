@@ -13,13 +13,13 @@ d  feature width of the random queries/keys
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 
 import torch
 
 from attnlab.attention import scaled_dot_product_attention
 from attnlab.masks import causal_mask, combine_masks, padding_mask
+from attnlab.widgets._live import live
 
 __all__ = ["update_mask_lab", "describe_mask_lab", "plot_mask_lab", "mask_lab_widget"]
 
@@ -117,7 +117,6 @@ def mask_lab_widget(lengths: Sequence[int] = (5, 3), max_len: int = 6, causal: b
     :func:`update_mask_lab` dict.
     """
     import ipywidgets as widgets
-    import matplotlib.pyplot as plt
 
     sliders = [
         widgets.IntSlider(value=int(n), min=0, max=max_len, description=f"length {b}")
@@ -131,22 +130,12 @@ def mask_lab_widget(lengths: Sequence[int] = (5, 3), max_len: int = 6, causal: b
         [widgets.HBox([widgets.VBox(sliders), widgets.VBox([causal_box, queries_box])]), text, plot]
     )
 
-    def refresh(_change=None) -> None:
-        result = update_mask_lab(
+    def compute() -> dict:
+        return update_mask_lab(
             [s.value for s in sliders],
             causal_box.value,
             max_len=max_len,
             mask_padded_queries=queries_box.value,
         )
-        root.result = result
-        text.value = "<pre>" + html.escape(describe_mask_lab(result)) + "</pre>"
-        plot.clear_output(wait=True)
-        with plot:
-            fig = plot_mask_lab(result)
-            plt.show()
-            plt.close(fig)
 
-    for w in (*sliders, causal_box, queries_box):
-        w.observe(refresh, names="value")
-    refresh()
-    return root
+    return live(root, text, plot, (*sliders, causal_box, queries_box), compute, describe_mask_lab, plot_mask_lab)

@@ -20,13 +20,13 @@ d    query/key width (``d_k`` for the slider)
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Sequence
 
 import torch
 
 from attnlab.scores import SCORE_KINDS, AttentionScore
+from attnlab.widgets._live import live
 
 __all__ = [
     "PLAYGROUND_KINDS",
@@ -200,23 +200,16 @@ def score_playground_widget(query=DEFAULT_QUERY, keys=DEFAULT_KEYS, *, seed: int
     plot = widgets.Output()
     root = widgets.VBox([widgets.HBox([editors, text]), plot])
 
-    def refresh(_change=None) -> None:
-        result = update_score_playground(
-            [c.value for c in q_cells], [[c.value for c in row] for row in k_cells], scorers
-        )
-        root.result = result
-        text.value = "<pre>" + html.escape(format_score_playground(result)) + "</pre>"
-        plot.clear_output(wait=True)
-        with plot:
-            fig, ax = plt.subplots(figsize=(6, 2.6))
-            plot_score_playground(result, ax=ax)
-            plt.show()
-            plt.close(fig)
+    def compute() -> dict:
+        return update_score_playground([c.value for c in q_cells], [[c.value for c in row] for row in k_cells], scorers)
 
-    for c in q_cells + [c for row in k_cells for c in row]:
-        c.observe(refresh, names="value")
-    refresh()
-    return root
+    def draw(result: dict):
+        fig, ax = plt.subplots(figsize=(6, 2.6))
+        plot_score_playground(result, ax=ax)
+        return fig
+
+    controls = q_cells + [c for row in k_cells for c in row]
+    return live(root, text, plot, controls, compute, format_score_playground, draw)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -323,18 +316,12 @@ def temperature_widget(d_k: int = 64, temperature: float = 1.0, *, scale: bool =
     plot = widgets.Output()
     root = widgets.VBox([widgets.HBox([dk, temp, scale_box]), text, plot])
 
-    def refresh(_change=None) -> None:
-        result = update_temperature(dk.value, temp.value, scale=scale_box.value, n_keys=n_keys, seed=seed)
-        root.result = result
-        text.value = "<pre>" + html.escape(format_temperature(result)) + "</pre>"
-        plot.clear_output(wait=True)
-        with plot:
-            fig, ax = plt.subplots(figsize=(4.5, 2.4))
-            plot_temperature(result, ax=ax)
-            plt.show()
-            plt.close(fig)
+    def compute() -> dict:
+        return update_temperature(dk.value, temp.value, scale=scale_box.value, n_keys=n_keys, seed=seed)
 
-    for w in (dk, temp, scale_box):
-        w.observe(refresh, names="value")
-    refresh()
-    return root
+    def draw(result: dict):
+        fig, ax = plt.subplots(figsize=(4.5, 2.4))
+        plot_temperature(result, ax=ax)
+        return fig
+
+    return live(root, text, plot, (dk, temp, scale_box), compute, format_temperature, draw)

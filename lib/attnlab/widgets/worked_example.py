@@ -12,13 +12,13 @@ d_k  query/key/value width (3 in the seed)
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Sequence
 
 import torch
 
 from attnlab.attention import scaled_dot_product_attention
+from attnlab.widgets._live import live
 
 __all__ = [
     "WORDS",
@@ -53,6 +53,8 @@ SEED_PRINTED_OUTPUT = (2.9652, 11.7968, 0.096)
 
 def worked_example_inputs(dtype: torch.dtype = torch.float64) -> dict[str, torch.Tensor]:
     """The seed's ``X`` ``(T, d) = (3, 4)`` and ``W_Q``, ``W_K``, ``W_V`` ``(d, d_k) = (4, 3)`` as tensors."""
+    if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        raise TypeError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
     return {
         "X": torch.tensor(SEED_X, dtype=dtype),  # (T, d)
         "W_Q": torch.tensor(SEED_W_Q, dtype=dtype),  # (d, d_k)
@@ -130,7 +132,7 @@ def format_worked_example(
         ("output", "output"),
     ):
         rows = _fmt_matrix(result[key], decimals)
-        for i, (w, row) in enumerate(zip(words, rows)):
+        for i, (w, row) in enumerate(zip(words, rows, strict=True)):
             lines.append(f"{label if i == 0 else '':8s} {w:{width}s}  {row}")
     return "\n".join(lines)
 
@@ -180,23 +182,13 @@ def worked_example_widget(
     def read(name: str) -> torch.Tensor:
         return torch.tensor([[c.value for c in row] for row in grids[name]], dtype=torch.float64)
 
-    def refresh(_change=None) -> None:
-        result = update_worked_example(
-            read("X"), read("W_Q"), read("W_K"), read("W_V"), scale=scale_box.value
-        )
-        root.result = result
-        text.value = "<pre>" + html.escape(format_worked_example(result, words)) + "</pre>"
-        plot.clear_output(wait=True)
-        with plot:
-            fig, ax = plt.subplots(figsize=(2.6, 2.4))
-            plot_attention(result["weights"], list(words), list(words), ax=ax, title="weights")
-            plt.show()
-            plt.close(fig)
+    def compute() -> dict:
+        return update_worked_example(read("X"), read("W_Q"), read("W_K"), read("W_V"), scale=scale_box.value)
 
-    for cells in grids.values():
-        for row in cells:
-            for c in row:
-                c.observe(refresh, names="value")
-    scale_box.observe(refresh, names="value")
-    refresh()
-    return root
+    def draw(result: dict):
+        fig, ax = plt.subplots(figsize=(2.6, 2.4))
+        plot_attention(result["weights"], list(words), list(words), ax=ax, title="weights")
+        return fig
+
+    controls = [c for cells in grids.values() for row in cells for c in row] + [scale_box]
+    return live(root, text, plot, controls, compute, lambda r: format_worked_example(r, words), draw)

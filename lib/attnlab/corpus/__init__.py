@@ -1,0 +1,59 @@
+"""Synthetic parallel corpora with gold word alignments: one grammar, one realiser per language.
+
+Why synthetic? The course must run offline, in CI, in minutes, and it wants to *score* attention
+maps against true word alignments. A small synchronous grammar gives all three: every English
+sentence is produced together with its one translation and, for every target token, the English
+positions it translates.
+
+* :mod:`~attnlab.corpus.grammar` -- the lexicon's meanings and the abstract sentence builder;
+* :mod:`~attnlab.corpus.english`, :mod:`~attnlab.corpus.french`, :mod:`~attnlab.corpus.korean`
+  -- each turns an abstract sentence into tokens (and, for the targets, alignments);
+* :mod:`~attnlab.corpus.splits` -- :class:`Pair`, length buckets, train/valid/test splits, cache;
+* :mod:`~attnlab.corpus.tsv` -- a real tab-separated corpus and its tokenisers.
+
+Two pairs exist: English→French (``target="fr"``, local reordering: an adjective swaps with its
+noun) and English→Korean (``target="ko"``, verb-final with prenominal relative clauses: the
+reordering spans whole phrases).
+"""
+
+from .splits import (
+    BUCKET_NAMES,
+    BUCKETS,
+    CORPUS_VERSION,
+    CORPUS_VERSIONS,
+    MAX_SRC_LEN,
+    MIN_SRC_LEN,
+    TARGETS,
+    Pair,
+    Splits,
+    bucket_name,
+    check_target,
+    corpus_version,
+    generate_pairs,
+    load_splits,
+    make_splits,
+    make_test_split,
+)
+from .tsv import load_tsv, tokenize_en, tokenize_fr
+
+__all__ = [
+    "TARGETS",
+    "CORPUS_VERSIONS",
+    "CORPUS_VERSION",
+    "BUCKETS",
+    "BUCKET_NAMES",
+    "MIN_SRC_LEN",
+    "MAX_SRC_LEN",
+    "bucket_name",
+    "check_target",
+    "corpus_version",
+    "Pair",
+    "Splits",
+    "generate_pairs",
+    "make_splits",
+    "make_test_split",
+    "load_splits",
+    "load_tsv",
+    "tokenize_en",
+    "tokenize_fr",
+]

@@ -1,0 +1,53 @@
+"""The model-family registry: every family is named once and builds, saves and loads through it."""
+
+import dataclasses
+
+import pytest
+
+from attnlab import models
+from attnlab.rnn import RNNConfig, Seq2SeqRNN
+from attnlab.transformer import Transformer, TransformerConfig
+
+
+def test_families_and_their_classes():
+    assert {n: (f.model_cls, f.config_cls) for n, f in models.FAMILIES.items()} == {
+        "rnn": (Seq2SeqRNN, RNNConfig),
+        "transformer": (Transformer, TransformerConfig),
+    }
+    for fam in models.FAMILIES.values():
+        fields = {f.name for f in dataclasses.fields(fam.config_cls)}
+        assert {"src_vocab_size", "tgt_vocab_size"} <= fields, fam.name  # checkpoints check vocabularies by these
+
+
+def test_build_model_from_a_dict_or_a_config():
+    model = models.build_model("rnn", {"src_vocab_size": 9, "tgt_vocab_size": 11, "emb_dim": 4, "hid_dim": 6})
+    assert type(model) is Seq2SeqRNN and model.config == RNNConfig(9, 11, emb_dim=4, hid_dim=6)
+    assert models.family_of(model).name == "rnn"
+    cfg = TransformerConfig(9, 11, d_model=8, num_heads=2, dim_feedforward=16)
+    assert models.family_of(models.build_model("transformer", cfg)).name == "transformer"
+
+
+def test_bad_names_and_configs():
+    with pytest.raises(ValueError, match=r"unknown model family 'lstm'; known: \['rnn', 'transformer'\]"):
+        models.get_family("lstm")
+    with pytest.raises(TypeError, match="config of family 'transformer' must be a TransformerConfig or a dict, got RNNConfig"):
+        models.build_model("transformer", RNNConfig(9, 11))
+    with pytest.raises(TypeError, match="Linear belongs to no model family; known: rnn \\(Seq2SeqRNN\\)"):
+        import torch
+
+        models.family_of(torch.nn.Linear(2, 2))
+
+
+def test_no_module_swallows_an_import_error():
+    import ast
+    from pathlib import Path
+
+    lib = Path(models.__file__).parent
+    offenders = []
+    for path in sorted(lib.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ExceptHandler) and node.type is not None:
+                names = {n.id for n in ast.walk(node.type) if isinstance(n, ast.Name)}
+                if names & {"ImportError", "ModuleNotFoundError"}:
+                    offenders.append(f"{path.relative_to(lib)}:{node.lineno}")
+    assert not offenders, f"an ImportError is caught (an optional dependency needs a clear message instead): {offenders}"
