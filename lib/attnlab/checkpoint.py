@@ -35,7 +35,7 @@ from safetensors.torch import save_file
 
 from . import models
 from .corpus import CORPUS_VERSION
-from .results import checkpoint_path
+from .results import checkpoint_path, read_json_object
 from .vocab import Vocab
 
 __all__ = ["CheckpointError", "save_checkpoint", "load_checkpoint", "stamp_digest", "file_sha256"]
@@ -133,12 +133,7 @@ _FIELDS = {
 
 
 def _read_meta(meta_path: Path, *, need_digest: bool) -> dict:
-    try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"{meta_path} is not valid JSON: {exc}") from exc
-    if not isinstance(meta, dict):
-        raise CheckpointError(f"{meta_path} must hold a JSON object, found {type(meta).__name__}")
+    meta = read_json_object(meta_path, CheckpointError)
     for key, (typ, what) in _FIELDS.items():
         if key == DIGEST_KEY and not need_digest:
             continue

@@ -17,7 +17,6 @@ import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 
@@ -43,7 +42,6 @@ __all__ = [
     "run",
     "load_trained",
     "read_result",
-    "paths",
 ]
 
 
@@ -209,11 +207,6 @@ def result_name(name: str, pair: str = "fr") -> str:
     pair keeps its name.
     """
     return name if check_pair(pair) == "fr" else f"{name}_{pair}"
-
-
-def paths(name: str, shipped: bool) -> tuple[Path, Path]:
-    """``(checkpoint base path, results json path)`` of a shipped or live model (see :mod:`attnlab.results`)."""
-    return results.checkpoint_path(name, shipped=shipped), results.results_path(name, shipped=shipped)
 
 
 def run(

@@ -44,6 +44,7 @@ __all__ = [
     "sources",
     "read_result",
     "find_result",
+    "read_json_object",
     "write_result",
     "json_ready",
     "load_all_results",
@@ -97,14 +98,25 @@ def read_result(name: str, *, shipped: bool = True) -> dict:
     return _read(path)
 
 
-def _read(path: Path) -> dict:
+def read_json_object(path: Path, error: type[Exception] | None = None) -> dict:
+    """Read a JSON file that must hold an object; a damaged one raises ``error`` naming the file.
+
+    Args:
+        path: the file.
+        error: the exception class to raise (default :class:`ResultsError`; checkpoints pass theirs).
+    """
+    error = error or ResultsError
     try:
-        res = json.loads(path.read_text(encoding="utf-8"))
+        obj = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ResultsError(f"{path} is not valid JSON: {exc}") from exc
-    if not isinstance(res, dict):
-        raise ResultsError(f"{path} must hold a JSON object, found {type(res).__name__}")
-    return res
+        raise error(f"{path} is not valid JSON: {exc}") from exc
+    if not isinstance(obj, dict):
+        raise error(f"{path} must hold a JSON object, found {type(obj).__name__}")
+    return obj
+
+
+def _read(path: Path) -> dict:
+    return read_json_object(path, ResultsError)
 
 
 def find_result(name: str, *, prefer_live: bool = False) -> tuple[dict, str]:

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..checks import check_int
+from ..results import data_dir as results_data_dir
 from . import english, french, korean
 from .grammar import build
 
@@ -315,11 +316,6 @@ def make_splits(
 # --------------------------------------------------------------------------------------------
 
 
-def _default_data_dir() -> Path:
-    env = os.environ.get("ATTNLAB_DATA_DIR")
-    return Path(env) if env else Path(__file__).resolve().parents[3] / "data"
-
-
 _MAKE_SPLITS_SIGNATURE = inspect.signature(make_splits)
 
 
@@ -426,7 +422,7 @@ def load_splits(data_dir: str | Path | None = None, **make_splits_kwargs) -> Spl
     target, key = _cache_key(make_splits_kwargs)
     version = CORPUS_VERSIONS[target]
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
-    root = Path(data_dir) if data_dir is not None else _default_data_dir()
+    root = Path(data_dir) if data_dir is not None else results_data_dir()
     path = root / "corpus" / f"splits-{version}-{digest}.jsonl.gz"
     if path.exists():
         splits = _read_cache(path, key, version)
