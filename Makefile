@@ -13,7 +13,7 @@ UPGRADE_VENV ?= /tmp/attnlab-upgrade
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: setup lab test lint unit notebooks lesson bench checkpoints clean-corpus constraints upgrade-check
+.PHONY: setup lab test lint unit notebooks lesson exercises bench checkpoints clean-corpus constraints upgrade-check
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,19 +27,27 @@ setup: $(STAMP)
 lab: setup
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --ip=127.0.0.1 --no-browser $(ROOT_FLAG)
 
+# Two workers (the course machine has 2 cores; every kernel and test uses one thread). nbval keeps
+# each notebook on one worker (--dist loadscope), so its cells run in order in one kernel.
+XDIST := -n 2
 test: setup
 	$(VENV)/bin/ruff check lib tests notebooks benchmarks scripts
-	$(VENV)/bin/pytest tests
-	$(VENV)/bin/pytest $(NBVAL) notebooks
+	$(VENV)/bin/pytest $(XDIST) tests
+	$(VENV)/bin/pytest $(XDIST) --dist loadscope $(NBVAL) notebooks
 
 lint: setup
 	$(VENV)/bin/ruff check lib tests notebooks benchmarks scripts
 
 unit: setup
-	$(VENV)/bin/pytest tests
+	$(VENV)/bin/pytest $(XDIST) tests
 
 notebooks: setup
-	$(VENV)/bin/pytest $(NBVAL) notebooks
+	$(VENV)/bin/pytest $(XDIST) --dist loadscope $(NBVAL) notebooks
+
+# The exercise version of every lesson: exercises/NN_*.ipynb, each solution replaced by a stub
+# (solutions stay in notebooks/; tests/test_exercises.py proves every check fails on its stub).
+exercises: setup
+	$(PY) -m attnlab.exercises --notebooks notebooks --out exercises
 
 # One lesson's checks, e.g. `make lesson N=02`.
 lesson: setup

@@ -1,5 +1,6 @@
 """Named experiments: every preset builds for both profiles; run/save/load plumbing end to end."""
 
+import dataclasses
 import json
 import shutil
 
@@ -66,6 +67,7 @@ def test_run_saves_a_live_run_and_load_trained_prefers_it(tmp_data_dir):
     assert [c["step"] for c in res["learning_curve"]] == [10, 20]
     assert {c["bucket"] for c in res["learning_curve"]} == {"1-10"}  # the copy task's longest bucket
     assert res["learning_curve"][-1]["bleu"] == res["by_bucket"]["1-10"]["bleu"]
+    assert [p["step"] for p in res["loss_curve"]] == list(range(1, 21))
     assert {"params", "train_seconds", "tokens_per_second", "by_bucket", "align_content", "load_average"} <= res.keys()
     loaded, meta, source = experiments.load_trained("bahdanau")
     assert source == "live run" and meta["pair"] == "fr"
@@ -181,3 +183,36 @@ def test_budgets_steps_or_seconds_never_both():
         experiments.Experiment(name="x", family="rnn", steps=0)
     with pytest.raises(SystemExit):
         experiments.main(["bahdanau", "--steps", "5", "--seconds", "5"])
+
+
+def test_use_shipped_loads_the_shipped_run_instead_of_training(tmp_data_dir, monkeypatch, capsys):
+    splits = copy_task_splits(n_train=300)
+    data = (splits, *build_vocabs(splits))
+    monkeypatch.setattr(experiments, "preset", lambda name, profile=None: dataclasses.replace(
+        experiments.EXPERIMENTS[name]["cpu"], steps=6))
+    _, shipped = experiments.run("bahdanau", progress=False, ship=True, data=data)
+    monkeypatch.setenv("ATTNLAB_USE_SHIPPED", "1")
+    model, res = experiments.run("bahdanau", progress=False, data=data)
+    assert "loaded the shipped 'bahdanau' (6 steps), not trained" in capsys.readouterr().out
+    assert res["source"].startswith("shipped") and {k: v for k, v in res.items() if k != "source"} == shipped
+    assert not results.results_path("bahdanau", shipped=False).exists()  # nothing written as a live run
+    # Any other budget or seed is trained as asked, since no shipped file holds it.
+    _, other = experiments.run("bahdanau", steps=3, progress=False, save=False, data=data)
+    assert other["train_steps"] == 3 and "source" not in other
+    for bad in ("yes", "2", "true"):
+        monkeypatch.setenv("ATTNLAB_USE_SHIPPED", bad)
+        with pytest.raises(ValueError, match=f"ATTNLAB_USE_SHIPPED='{bad}' must be 1"):
+            experiments.run("bahdanau", progress=False, data=data)
+
+
+def test_use_course_threads(monkeypatch):
+    from attnlab.profiles import use_course_threads
+
+    before = torch.get_num_threads()
+    try:
+        monkeypatch.setenv("ATTNLAB_THREADS", "2")
+        assert use_course_threads("cpu") == 2 and torch.get_num_threads() == 2
+        monkeypatch.delenv("ATTNLAB_THREADS")
+        assert use_course_threads("cpu") == 1 and torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)

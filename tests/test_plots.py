@@ -69,3 +69,25 @@ def test_sure_and_possible_links_are_drawn_apart():
     with pytest.raises(ValueError, match="one entry per target row: got 2 for T=3"):
         plot_attention(np.eye(3), ax=ax, possible=[(), ()])
     plt.close(fig)
+
+
+def test_plot_training_draws_both_losses_and_the_schedule():
+    from attnlab.plots import plot_training, training_curve_points
+
+    curve = [
+        {"step": s, "train_loss": 3.0 / s, "valid_loss": 3.5 / s, "lr": min(s, 40 - s) * 1e-4} for s in range(10, 40, 10)
+    ]
+    res = {"model": "bahdanau", "budget": "30 steps", "loss_curve": curve}
+    cols = training_curve_points(res)
+    assert cols["step"] == [10.0, 20.0, 30.0] and cols["valid_loss"] == [0.35, 0.175, 3.5 / 30]
+    fig = plot_training(res)
+    loss_ax, lr_ax = fig.axes
+    train_line, valid_line = loss_ax.get_lines()
+    np.testing.assert_allclose(valid_line.get_ydata(), cols["valid_loss"])
+    np.testing.assert_allclose(lr_ax.get_lines()[0].get_ydata(), cols["lr"])
+    assert fig._suptitle.get_text() == "bahdanau: 30 steps"
+    plt.close(fig)
+    with pytest.raises(ValueError, match="results of 'old' hold no loss_curve"):
+        plot_training({"model": "old"})
+    with pytest.raises(ValueError, match=r"loss_curve point 1 lacks \['lr'\]"):
+        training_curve_points({"loss_curve": [curve[0], {k: v for k, v in curve[1].items() if k != "lr"}]})

@@ -218,3 +218,63 @@ def test_step_budget_runs_are_reproducible():
     assert l1 == l2
     for k in w1:
         assert torch.equal(w1[k], w2[k]), k
+
+
+def _tiny_run(steps, **kw):
+    from attnlab.loaders import make_dataloaders
+    from attnlab.rnn import RNNConfig, Seq2SeqRNN
+    from attnlab.train import fit_budget, set_seed
+    from attnlab.vocab import build_vocabs
+
+    from .conftest import copy_task_splits
+
+    set_seed(0)
+    splits = copy_task_splits(n_train=640)
+    src_vocab, tgt_vocab = build_vocabs(splits)
+    dls = make_dataloaders(splits, src_vocab, tgt_vocab, bs=64)
+    cfg = RNNConfig(len(src_vocab), len(tgt_vocab), emb_dim=8, hid_dim=16, attention="bahdanau", dropout=0.3)
+    model = Seq2SeqRNN(cfg)
+    learn, stats = fit_budget(model, dls, steps=steps, lr=1e-2, **kw)
+    return learn, stats, model.state_dict()
+
+
+def test_loss_curve_and_progress_bar_leave_the_run_unchanged():
+    """Validation passes and the step bar draw no random numbers: same weights as a plain run (dropout on)."""
+    _, plain, w_plain = _tiny_run(23, progress=False)
+    learn, curved, w_curved = _tiny_run(23, progress=True, loss_every=10)
+    for k in w_plain:
+        assert torch.equal(w_plain[k], w_curved[k]), k
+    assert plain.loss_curve == []
+    steps = [p["step"] for p in curved.loss_curve]
+    assert steps == [10, 20, 23]  # every 10 steps, and the step that ends the budget
+    assert all(set(p) == {"step", "train_loss", "valid_loss", "lr"} for p in curved.loss_curve)
+    # train_loss is the mean of the recorded raw losses of the steps since the previous point
+    assert learn.model.training  # the validation passes gave training mode back
+    first, last = curved.loss_curve[0], curved.loss_curve[-1]
+    assert last["valid_loss"] < first["valid_loss"] and last["train_loss"] < first["train_loss"]
+    assert last["lr"] < 0.05 * max(p["lr"] for p in curved.loss_curve)  # one-cycle annealed by the last step
+
+
+def test_loss_curve_valid_loss_is_the_token_weighted_loss_of_the_valid_split():
+    from attnlab.train import masked_cross_entropy
+
+    learn, stats, _ = _tiny_run(5, progress=False, loss_every=5)
+    model = learn.model.eval()
+    total, tokens = 0.0, 0
+    with torch.no_grad():
+        for src, tgt_in, tgt_out in learn.dls.valid:
+            n = int((tgt_out != PAD).sum())
+            total += float(masked_cross_entropy(model(src, tgt_in), tgt_out)) * n
+            tokens += n
+    assert stats.loss_curve[-1]["valid_loss"] == pytest.approx(total / tokens, abs=1e-4)
+
+
+def test_curve_every_for_and_loss_curve_arguments():
+    from attnlab.train import LossCurve, curve_every_for
+
+    assert curve_every_for(1000) == 50 and curve_every_for(1500) == 75 and curve_every_for(7) == 1
+    assert curve_every_for(None) == 50
+    with pytest.raises(ValueError, match="every must be"):
+        LossCurve(0)
+    with pytest.raises(ValueError, match="points must be"):
+        curve_every_for(100, points=0)

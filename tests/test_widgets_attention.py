@@ -12,9 +12,9 @@ import torch.nn.functional as F
 from attnlab.widgets.head_viewer import as_layer_head_stack, head_viewer, update_head_viewer
 from attnlab.widgets.mask_lab import describe_mask_lab, mask_lab_widget, plot_mask_lab, update_mask_lab
 from attnlab.widgets.worked_example import (
-    SEED_PRINTED_OUTPUT,
-    SEED_PRINTED_WEIGHTS,
-    SEED_ROUNDED_SCALED_SCORES,
+    PUBLISHED_OUTPUT,
+    PUBLISHED_ROUNDED_SCORES,
+    PUBLISHED_WEIGHTS,
     format_worked_example,
     update_worked_example,
     worked_example_inputs,
@@ -29,7 +29,7 @@ matplotlib.use("Agg")
 # ----------------------------------------------------------------------------------------------
 
 
-def test_worked_example_reproduces_seed_002():
+def test_worked_example_reproduces_the_published_scores():
     r = update_worked_example(**worked_example_inputs())
     assert r["Q"].tolist() == [[1, 0, 2], [3, 3, 3], [2, 1, 3]]
     assert r["K"].tolist() == [[0, 1, 1], [6, 6, 3], [2, 3, 2]]
@@ -41,13 +41,13 @@ def test_worked_example_reproduces_seed_002():
     torch.testing.assert_close(r["output"], F.scaled_dot_product_attention(r["Q"], r["K"], r["V"]))
 
 
-def test_seed_constants_are_consistent():
+def test_published_constants_are_consistent():
     """The seed's printed numbers follow from its rounded scores (and are not the exact ones)."""
     V = update_worked_example(**worked_example_inputs())["V"]
-    w = torch.softmax(torch.tensor(SEED_ROUNDED_SCALED_SCORES, dtype=torch.float64), 0)
-    assert [round(x, 4) for x in w.tolist()] == list(SEED_PRINTED_WEIGHTS)
-    out = torch.tensor(SEED_PRINTED_WEIGHTS, dtype=torch.float64) @ V
-    torch.testing.assert_close(out, torch.tensor(SEED_PRINTED_OUTPUT, dtype=torch.float64))
+    w = torch.softmax(torch.tensor(PUBLISHED_ROUNDED_SCORES, dtype=torch.float64), 0)
+    assert [round(x, 4) for x in w.tolist()] == list(PUBLISHED_WEIGHTS)
+    out = torch.tensor(PUBLISHED_WEIGHTS, dtype=torch.float64) @ V
+    torch.testing.assert_close(out, torch.tensor(PUBLISHED_OUTPUT, dtype=torch.float64))
 
 
 def test_worked_example_is_pure_and_scale_switch():

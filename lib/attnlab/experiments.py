@@ -8,6 +8,11 @@ else the learner's run", belong to :mod:`attnlab.results`: shipped files in ``da
 ``data/results`` (committed; ``--ship``), live runs below ``data/runs`` (never committed).
 
 ``python -m attnlab.experiments NAME [NAME ...] | all [--pair fr|ko] [--profile P] [--steps N | --seconds S] [--ship]``
+
+With the environment variable ``ATTNLAB_USE_SHIPPED=1``, :func:`run` does not train a run that the
+shipped files already hold (the preset's budget, seed 0): it loads the shipped checkpoint and
+results and says so. The exercise tests and the browser tests use it to go through the training
+lessons in seconds; a learner can use it to read a lesson without waiting for its training.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -28,7 +34,7 @@ from .evaluate import count_params, evaluate_model
 from .loaders import make_dataloaders
 from .profiles import get_device, get_profile, num_threads, train_threads
 from .results import read_result
-from .train import WeightSnapshots, fit_budget, set_seed
+from .train import WeightSnapshots, curve_every_for, fit_budget, set_seed
 from .vocab import build_vocabs
 
 __all__ = [
@@ -42,7 +48,24 @@ __all__ = [
     "run",
     "load_trained",
     "read_result",
+    "use_shipped",
+    "SHIPPED_VAR",
 ]
+
+SHIPPED_VAR = "ATTNLAB_USE_SHIPPED"
+
+
+def use_shipped() -> bool:
+    """True when ``ATTNLAB_USE_SHIPPED`` asks :func:`run` to load shipped runs instead of training them.
+
+    Raises:
+        ValueError: the variable holds something other than ``0``, ``1`` or nothing.
+    """
+    value = os.environ.get(SHIPPED_VAR, "").strip()
+    if value not in ("", "0", "1"):
+        raise ValueError(f"{SHIPPED_VAR}={value!r} must be 1 (load shipped runs) or 0 / unset (train)")
+    return value == "1"
+
 
 
 @dataclass(frozen=True)
@@ -246,13 +269,19 @@ def run(
 
     Returns:
         ``(model, results)``; the results also record ``pair``, ``corpus_version``, ``seed``,
-        ``train_steps``, ``train_seconds`` and the provenance of :func:`attnlab.results.provenance`.
+        ``train_steps``, ``train_seconds``, the ``loss_curve`` (about 20 points of training loss,
+        validation loss and learning rate, see :class:`attnlab.train.LossCurve`) and the provenance
+        of :func:`attnlab.results.provenance`. With ``ATTNLAB_USE_SHIPPED=1`` (see the module
+        docstring) a run of the preset's budget with seed 0 is loaded from the shipped files instead,
+        and ``results["source"]`` says so.
     """
     check_pair(pair)
     out = result_name(name, pair)
     version = corpus_version(pair)
     profile = profile or get_profile()
     exp = preset(name, profile)
+    if use_shipped() and steps is None and seconds is None and seed == 0 and not ship:
+        return _load_shipped_run(out)
     exp = exp.with_budget(steps=steps, seconds=seconds)
     snapshots = WeightSnapshots(check_positive_int("curve_every", curve_every)) if curve_every is not None else None
     splits, src_vocab, tgt_vocab = data or _data(pair)
@@ -272,6 +301,7 @@ def run(
             wd=exp.wd,
             label_smoothing=exp.label_smoothing,
             progress=progress,
+            loss_every=curve_every_for(exp.steps),
             profile=profile,
             cbs=[snapshots] if snapshots else [],
         )
@@ -293,6 +323,7 @@ def run(
         "train_seconds": stats.seconds,
         "train_steps": stats.steps,
         "tokens_per_second": stats.tokens_per_second,
+        "loss_curve": stats.loss_curve,
         "corpus_version": version,
         **results.provenance(produced_by=produced_by, profile=profile, threads=threads, load_before=load_before),
     }
@@ -309,6 +340,15 @@ def run(
         )
         model.to(device)
         results.write_result(out, res, shipped=ship)
+    return model, res
+
+
+def _load_shipped_run(out: str) -> tuple[torch.nn.Module, dict]:
+    """The shipped checkpoint and results of ``out``, for :func:`run` under ``ATTNLAB_USE_SHIPPED=1``."""
+    model, meta, _ = load_trained(out, prefer_live=False)
+    res = dict(read_result(out), source=f"shipped ({SHIPPED_VAR}=1: loaded, not trained)")
+    print(f"{SHIPPED_VAR}=1: loaded the shipped {out!r} ({res.get('train_steps', '?')} steps), not trained")
+    model.to(get_device())
     return model, res
 
 

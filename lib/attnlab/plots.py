@@ -1,4 +1,7 @@
-"""The course's two plot helpers: attention heatmaps and metric-by-source-length curves.
+"""The course's plot helpers: attention heatmaps, metric-by-source-length curves, training curves.
+
+The diagrams the lessons draw (encoder-decoder, one attention step, the Transformer) live in
+:mod:`attnlab.diagrams` and are re-exported here.
 
 Korean labels need a font with Hangul, which matplotlib's own DejaVu Sans lacks: importing this
 module registers NanumGothic (shipped inside the ``koreanize-matplotlib`` package, a dependency)
@@ -23,7 +26,27 @@ import numpy as np
 import torch
 from matplotlib import font_manager
 
-__all__ = ["hangul_font", "plot_attention", "plot_attention_grid", "plot_metric_by_length"]
+from .diagrams import (  # noqa: F401  (re-exported: the lessons draw them through attnlab.plots)
+    attention_step_numbers,
+    draw_attention_step,
+    draw_encoder_decoder_stack,
+    draw_seq2seq_bottleneck,
+    draw_transformer_block,
+)
+
+__all__ = [
+    "hangul_font",
+    "plot_attention",
+    "plot_attention_grid",
+    "plot_metric_by_length",
+    "plot_training",
+    "training_curve_points",
+    "attention_step_numbers",
+    "draw_attention_step",
+    "draw_encoder_decoder_stack",
+    "draw_seq2seq_bottleneck",
+    "draw_transformer_block",
+]
 
 HANGUL_FONT = "NanumGothic"
 
@@ -223,3 +246,62 @@ def plot_metric_by_length(
     if title:
         ax.set_title(title, fontsize=10)
     return ax
+
+
+def training_curve_points(results: Mapping) -> dict[str, list[float]]:
+    """The columns of a run's loss curve: ``step``, ``train_loss``, ``valid_loss``, ``lr``.
+
+    Args:
+        results: a results dict of :func:`attnlab.experiments.run` (its ``"loss_curve"``).
+
+    Returns:
+        ``{column: values}``, each list as long as the curve.
+
+    Raises:
+        ValueError: the results hold no loss curve (runs made before curves were recorded), or a
+            point lacks a column.
+    """
+    curve = results.get("loss_curve") if isinstance(results, Mapping) else None
+    if not curve:
+        name = results.get("model", "this run") if isinstance(results, Mapping) else type(results).__name__
+        raise ValueError(f"results of {name!r} hold no loss_curve; train with attnlab.experiments.run to record one")
+    columns = ("step", "train_loss", "valid_loss", "lr")
+    for i, point in enumerate(curve):
+        missing = [c for c in columns if c not in point]
+        if missing:
+            raise ValueError(f"loss_curve point {i} lacks {missing}; expected the columns {columns}")
+    return {c: [float(p[c]) for p in curve] for c in columns}
+
+
+def plot_training(results: Mapping, *, title: str | None = None, axes=None):
+    """Loss curves (training and validation) and the learning-rate schedule of one run, against steps.
+
+    Args:
+        results: a results dict with a ``"loss_curve"`` (see :func:`training_curve_points`).
+        title: figure title (default: the model name and its budget).
+        axes: two matplotlib axes to draw on (default: a new 1 x 2 figure).
+
+    Returns:
+        The figure.
+    """
+    cols = training_curve_points(results)
+    if axes is None:
+        fig, axes = plt.subplots(1, 2, figsize=(9, 2.8))
+    ax_loss, ax_lr = axes
+    fig = ax_loss.figure
+    ax_loss.plot(cols["step"], cols["train_loss"], marker=".", label="training (mean since last point)")
+    ax_loss.plot(cols["step"], cols["valid_loss"], marker=".", label="validation (whole split)")
+    ax_loss.set_xlabel("optimiser step")
+    ax_loss.set_ylabel("cross-entropy per token")
+    ax_loss.set_yscale("log")
+    ax_loss.legend(fontsize=8)
+    ax_loss.set_title("loss", fontsize=9)
+    ax_lr.plot(cols["step"], cols["lr"], color="tab:green", marker=".")
+    ax_lr.set_xlabel("optimiser step")
+    ax_lr.set_ylabel("learning rate")
+    ax_lr.set_title("one-cycle learning-rate schedule", fontsize=9)
+    ax_lr.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
+    name = results.get("model", "")
+    fig.suptitle(title or f"{name}: {results.get('budget', '')}".strip(": "), fontsize=10)
+    fig.tight_layout()
+    return fig

@@ -1,4 +1,4 @@
-"""Training profiles: ``cpu`` (small, time-budgeted) and ``gpu`` (full size), same code.
+"""Training profiles: ``cpu`` (small, step-budgeted, one thread) and ``gpu`` (full size), same code.
 
 The profile is chosen from ``torch.cuda.is_available()`` and can be forced with the
 environment variable ``ATTNLAB_PROFILE`` (``cpu`` or ``gpu``).
@@ -67,3 +67,17 @@ def num_threads(n: int):
         yield
     finally:
         torch.set_num_threads(before)
+
+
+def use_course_threads(profile: str | None = None) -> int:
+    """Set PyTorch's CPU thread count for the whole session to :func:`train_threads` and return it.
+
+    Training already runs with that many threads; a lesson calls this in its first cell so that
+    evaluation, decoding and every other cell follow the same policy. With two threads on a 2-core
+    machine where another program keeps one core busy, the two threads wait for each other and a
+    decoding pass that takes under a second on an idle machine took 50 s; with one thread it takes
+    about twice its idle time. ``ATTNLAB_THREADS`` overrides it, as for training.
+    """
+    n = train_threads(profile)
+    torch.set_num_threads(n)
+    return n

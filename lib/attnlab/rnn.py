@@ -6,7 +6,7 @@ One model class with a switch (``RNNConfig.attention``):
   ``c``: ``s_t = GRU([E y_{t-1}; c], s_{t-1})`` (the RNNencdec baseline of Bahdanau et al.).
 * ``"bahdanau"`` -- the context is recomputed at every step from the *previous* decoder state:
   ``e_{t-1,j} = score(s_{t-1}, h_j)``, ``alpha = softmax(e)``, ``c_t = sum_j alpha_j h_j``,
-  ``s_t = GRU([E y_{t-1}; c_t], s_{t-1})`` (seed 001).
+  ``s_t = GRU([E y_{t-1}; c_t], s_{t-1})`` (Bahdanau et al., 2014).
 * ``"luong"`` -- attention comes *after* the RNN step, from the *current* state:
   ``h_t = GRU([E y_{t-1}; h~_{t-1}], h_{t-1})`` (input feeding), ``c_t = sum_j alpha_tj h_j`` with
   ``alpha_t = softmax(score(h_t, h_j))``, ``h~_t = tanh(W_c [c_t; h_t])``, ``p(y_t) = softmax(W_s h~_t)``;

@@ -1,7 +1,7 @@
 """Attention score functions for RNN encoder-decoders, behind one switch.
 
 Every score answers the same question: how well does the decoder's query ``q`` match each
-encoder state ``h_j``?  The kinds (seed 003, Bahdanau et al. 2014, Luong et al. 2015):
+encoder state ``h_j``?  The kinds (Bahdanau et al. 2014, Luong et al. 2015, Vaswani et al. 2017):
 
 ==============  ===============================  ==========================================
 kind            score(q, h_j)                    parameters
@@ -15,7 +15,7 @@ kind            score(q, h_j)                    parameters
 
 ``concat`` is Bahdanau's additive score. ``W [q; h_j]`` is split as ``W_q q + W_h h_j`` so the
 key half ``W_h h_j`` is computed once per sentence (:meth:`AttentionScore.prepare`), exactly the
-``enc_att`` trick of the fastai notebook (seed 004).
+``enc_att`` trick of the fastai NLP course notebook (7b-seq2seq-attention-translation).
 
 Local attention (Luong et al. 2015) restricts the softmax to a window ``[p_t - D, p_t + D]``:
 ``local-m`` puts ``p_t = t``; ``local-p`` predicts ``p_t = S_x * sigmoid(v_p^T tanh(W_p h_t))``

@@ -9,6 +9,9 @@ What the course adds to fastai is small and lives here:
   seconds) **and** drives fastai's one-cycle schedule by that budget instead of by epochs, so a
   lesson that trains for 1,000 steps gets a full warm-up and annealing inside those steps;
 * :class:`TokenCounter` -- counts target tokens seen, for tokens/second;
+* :class:`LossCurve` -- every N steps, the mean training loss, the validation loss and the
+  learning rate (what a learner plots after training);
+* :class:`StepProgress` -- a progress bar in the budget's own unit (steps of the total);
 * :func:`fit_budget` -- builds the Learner (masked loss, metric, gradient clipping, one-cycle)
   and trains to a step (or time) budget, returning the learner and a :class:`TrainStats`.
 
@@ -23,11 +26,13 @@ from __future__ import annotations
 
 import math
 import numbers
+import random
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import fastai.callback.schedule  # noqa: F401  (patches Learner.fit_one_cycle)
+import numpy as np
 import torch
 import torch.nn.functional as F
 from fastai.callback.core import Callback, CancelFitException
@@ -45,6 +50,9 @@ __all__ = [
     "Budget",
     "TokenCounter",
     "WeightSnapshots",
+    "LossCurve",
+    "StepProgress",
+    "curve_every_for",
     "TrainStats",
     "fit_budget",
     "set_seed",
@@ -225,9 +233,131 @@ class WeightSnapshots(Callback):
             self.weights[self.steps_done] = {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
 
 
+class LossCurve(Callback):
+    """Every ``every`` training steps, record the training loss, the validation loss and the learning rate.
+
+    A point is ``{"step", "train_loss", "valid_loss", "lr"}``: ``train_loss`` is the mean loss of
+    the ``every`` steps since the previous point, ``valid_loss`` the token-weighted loss on the
+    whole validation loader (the learner's own loss function, so label smoothing included), ``lr``
+    the learning rate of the last of those steps. The step that ends training always gets a point.
+
+    Measuring changes nothing in training: the model is put back in training mode and the random
+    states (PyTorch, NumPy, Python) are restored after each validation pass, so a run with the
+    curve is the same run, batch for batch, as one without (a test checks the weights).
+
+    Args:
+        every: steps between two points, an int >= 1.
+    """
+
+    order = 47  # before WeightSnapshots (48) and Budget (50): the step that ends the budget is seen
+
+    def __init__(self, every: int):
+        self.every = check_positive_int("every", every)
+
+    def before_fit(self):
+        self.points, self.steps_done, self._losses = [], 0, []
+
+    def after_batch(self):
+        if not self.training:
+            return
+        self.steps_done += 1
+        self._losses.append(float(self.learn.loss.detach()))
+        if self.steps_done % self.every == 0:
+            self._record()
+
+    def after_fit(self):
+        if self._losses:  # the budget ended between two points
+            self._record()
+
+    def _record(self):
+        lr = float(self.learn.opt.hypers[-1]["lr"])
+        self.points.append(
+            {
+                "step": self.steps_done,
+                "train_loss": round(sum(self._losses) / len(self._losses), 4),
+                "valid_loss": round(self._valid_loss(), 4),
+                "lr": float(f"{lr:.4g}"),
+            }
+        )
+        self._losses = []
+
+    def _valid_loss(self) -> float:
+        model, was_training = self.learn.model, self.learn.model.training
+        devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+        py_state, np_state = random.getstate(), np.random.get_state()
+        total, tokens = 0.0, 0
+        try:
+            with torch.random.fork_rng(devices=devices), torch.no_grad():
+                model.eval()
+                for src, tgt_in, tgt_out in self.learn.dls.valid:
+                    n = int((tgt_out != PAD).sum())
+                    total += float(self.learn.loss_func(model(src, tgt_in), tgt_out)) * n
+                    tokens += n
+        finally:
+            model.train(was_training)
+            random.setstate(py_state)
+            np.random.set_state(np_state)
+        return total / max(tokens, 1)
+
+
+def curve_every_for(steps: int | None, points: int = 20) -> int:
+    """Steps between two :class:`LossCurve` points so that a run of ``steps`` has about ``points``.
+
+    Args:
+        steps: the step budget (None for a time budget: every 50 steps).
+        points: the number of points wanted, an int >= 1.
+
+    Returns:
+        An int >= 1.
+    """
+    check_positive_int("points", points)
+    if steps is None:
+        return 50
+    return max(1, check_positive_int("steps", steps) // points)
+
+
+class StepProgress(Callback):
+    """A progress bar in the unit of the budget: ``steps done / steps`` (or percent of a time budget).
+
+    fastai's own bars count epochs and the batches of an epoch, which a step budget cuts short (the
+    epoch bar stays at 0 %, the batch bar shows the ETA of an epoch that never ends); this bar
+    counts what the budget counts and shows the running training loss.
+
+    Args:
+        budget: the run's :class:`Budget`.
+    """
+
+    order = 51  # after Budget (50) has counted the step
+
+    def __init__(self, budget: Budget):
+        self.budget = budget
+
+    def before_fit(self):
+        from fastprogress.fastprogress import progress_bar
+
+        total = self.budget.steps if self.budget.steps is not None else 100
+        self.pbar = progress_bar(range(total), leave=True)
+        self.pbar.update(0)
+
+    def after_batch(self):
+        if not self.training:
+            return
+        b = self.budget
+        done = b.done if b.steps is not None else min(100, int(100 * b._used()))
+        self.pbar.comment = f"train loss {float(self.learn.smooth_loss):.3f}"
+        self.pbar.update(done)
+
+    def after_cancel_fit(self):
+        # Budget ends the fit with CancelFitException after the last step's after_batch; the bar
+        # was updated for that step only if this callback ran first, so finish it here.
+        total = self.pbar.total
+        if self.pbar.last_v is not None:
+            self.pbar.update(total)
+
+
 @dataclass
 class TrainStats:
-    """What a training run measured: seconds, steps, target tokens seen and their rate."""
+    """What a training run measured: seconds, steps, target tokens seen and their rate, the loss curve."""
 
     seconds: float
     steps: int
@@ -235,6 +365,7 @@ class TrainStats:
     tokens_per_second: float
     final_loss: float
     profile: str = "cpu"
+    loss_curve: list[dict] = field(default_factory=list)  # LossCurve points; empty without loss_every
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -253,6 +384,7 @@ def fit_budget(
     pct_start: float = 0.25,
     max_epochs: int = 1000,
     progress: bool = True,
+    loss_every: int | None = None,
     profile: str = "cpu",
     cbs=(),
 ) -> tuple[Learner, TrainStats]:
@@ -269,7 +401,9 @@ def fit_budget(
         label_smoothing: see :func:`masked_cross_entropy`.
         pct_start: warm-up share of the budget.
         max_epochs: upper bound on epochs (the budget ends training first unless it is very long).
-        progress: show fastai's progress bars and epoch table.
+        progress: show a progress bar of the budget (:class:`StepProgress`); fastai's epoch bars
+            and epoch table are never shown, since a step budget ends inside an epoch.
+        loss_every: record a :class:`LossCurve` point every this many steps (``stats.loss_curve``).
         profile: recorded in the stats.
         cbs: extra fastai callbacks.
 
@@ -278,18 +412,17 @@ def fit_budget(
     """
     check_positive_int("max_epochs", max_epochs)
     budget, counter = Budget(seconds, steps=steps), TokenCounter()
+    curve = LossCurve(loss_every) if loss_every is not None else None
+    extra = [c for c in (curve, StepProgress(budget) if progress else None) if c is not None]
     learn = Learner(
         dls,
         model,
         loss_func=MaskedCrossEntropy(label_smoothing),
         metrics=[token_accuracy],
-        cbs=[GradientClip(clip), budget, counter, *cbs],
+        cbs=[GradientClip(clip), budget, counter, *extra, *cbs],
     )
-    if progress:
+    with learn.no_bar(), learn.no_logging():
         learn.fit_one_cycle(max_epochs, lr, wd=wd, pct_start=pct_start)
-    else:
-        with learn.no_bar(), learn.no_logging():
-            learn.fit_one_cycle(max_epochs, lr, wd=wd, pct_start=pct_start)
     spent = budget.elapsed
     final = float(learn.recorder.losses[-1]) if learn.recorder.losses else float("nan")
     stats = TrainStats(
@@ -299,5 +432,6 @@ def fit_budget(
         tokens_per_second=round(counter.tokens / max(spent, 1e-9), 1),
         final_loss=round(final, 4),
         profile=profile,
+        loss_curve=curve.points if curve is not None else [],
     )
     return learn, stats

@@ -1,6 +1,6 @@
 """The Transformer (Vaswani et al., 2017), assembled from the course's own parts.
 
-Self-attention alone has three barriers (seed 000); each block below removes one:
+Self-attention alone has three barriers (lesson 04); each block below removes one:
 
 * it is blind to word order -> :class:`PositionalEncoding` adds a position signal to the
   embeddings (fixed sinusoids, learned vectors, or ``"none"`` to see what breaks);

@@ -1,13 +1,13 @@
-"""Lesson 4's worked example of self-attention (seed 002), as data, a pure update and a widget.
+"""Lesson 4's worked example of self-attention (as published in Transformer primers): data, update, widget.
 
-Three words, embedding width 4, query/key/value width 3. The seed's sentence is Korean
+Three words, embedding width 4, query/key/value width 3. The published example's sentence is Korean
 ("나는 고양이를 좋아한다", *I like cats*); the labels below gloss it word by word in its own order.
 
 Shape legend
 ------------
-T    number of words (3 in the seed)
-d    embedding width (4 in the seed)
-d_k  query/key/value width (3 in the seed)
+T    number of words (3 in the example)
+d    embedding width (4 in the example)
+d_k  query/key/value width (3 in the example)
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ from attnlab.widgets._live import live
 
 __all__ = [
     "WORDS",
-    "SEED_X",
-    "SEED_W_Q",
-    "SEED_W_K",
-    "SEED_W_V",
-    "SEED_ROUNDED_SCALED_SCORES",
-    "SEED_PRINTED_WEIGHTS",
-    "SEED_PRINTED_OUTPUT",
+    "PUBLISHED_X",
+    "PUBLISHED_W_Q",
+    "PUBLISHED_W_K",
+    "PUBLISHED_W_V",
+    "PUBLISHED_ROUNDED_SCORES",
+    "PUBLISHED_WEIGHTS",
+    "PUBLISHED_OUTPUT",
     "worked_example_inputs",
     "update_worked_example",
     "format_worked_example",
@@ -37,29 +37,29 @@ __all__ = [
 
 WORDS = ("I", "cat", "like")
 
-# The inputs as the seed gives them: rows of X are the three word embeddings.
-SEED_X = ((1, 0, 1, 0), (0, 3, 0, 3), (1, 1, 1, 1))
-SEED_W_Q = ((1, 0, 1), (1, 0, 0), (0, 0, 1), (0, 1, 1))
-SEED_W_K = ((0, 0, 1), (1, 1, 0), (0, 1, 0), (1, 1, 1))
-SEED_W_V = ((0, 2, 0), (0, 3, 0), (1, 0, 3), (1, 1, 0))
+# The inputs as the example gives them: rows of X are the three word embeddings.
+PUBLISHED_X = ((1, 0, 1, 0), (0, 3, 0, 3), (1, 1, 1, 1))
+PUBLISHED_W_Q = ((1, 0, 1), (1, 0, 0), (0, 0, 1), (0, 1, 1))
+PUBLISHED_W_K = ((0, 0, 1), (1, 1, 0), (0, 1, 0), (1, 1, 1))
+PUBLISHED_W_V = ((0, 2, 0), (0, 3, 0), (1, 0, 3), (1, 1, 0))
 
-# What the seed printed for the first word. It rounded the scaled scores [2, 12, 6] / sqrt(3)
+# What the example printed for the first word. It rounded the scaled scores [2, 12, 6] / sqrt(3)
 # to these values before the softmax, and multiplied V by its 4-digit weights; lesson 4
 # reproduces both numbers and shows the exact ones beside them.
-SEED_ROUNDED_SCALED_SCORES = (1.15, 7.0, 3.5)
-SEED_PRINTED_WEIGHTS = (0.0028, 0.968, 0.0292)
-SEED_PRINTED_OUTPUT = (2.9652, 11.7968, 0.096)
+PUBLISHED_ROUNDED_SCORES = (1.15, 7.0, 3.5)
+PUBLISHED_WEIGHTS = (0.0028, 0.968, 0.0292)
+PUBLISHED_OUTPUT = (2.9652, 11.7968, 0.096)
 
 
 def worked_example_inputs(dtype: torch.dtype = torch.float64) -> dict[str, torch.Tensor]:
-    """The seed's ``X`` ``(T, d) = (3, 4)`` and ``W_Q``, ``W_K``, ``W_V`` ``(d, d_k) = (4, 3)`` as tensors."""
+    """The example's ``X`` ``(T, d) = (3, 4)`` and ``W_Q``, ``W_K``, ``W_V`` ``(d, d_k) = (4, 3)`` as tensors."""
     if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
         raise TypeError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
     return {
-        "X": torch.tensor(SEED_X, dtype=dtype),  # (T, d)
-        "W_Q": torch.tensor(SEED_W_Q, dtype=dtype),  # (d, d_k)
-        "W_K": torch.tensor(SEED_W_K, dtype=dtype),  # (d, d_k)
-        "W_V": torch.tensor(SEED_W_V, dtype=dtype),  # (d, d_k)
+        "X": torch.tensor(PUBLISHED_X, dtype=dtype),  # (T, d)
+        "W_Q": torch.tensor(PUBLISHED_W_Q, dtype=dtype),  # (d, d_k)
+        "W_K": torch.tensor(PUBLISHED_W_K, dtype=dtype),  # (d, d_k)
+        "W_V": torch.tensor(PUBLISHED_W_V, dtype=dtype),  # (d, d_k)
     }
 
 
@@ -146,7 +146,7 @@ def worked_example_widget(
 ):
     """Edit ``X`` and the three weight matrices; Q, K, V, weights and output update live.
 
-    Defaults to the seed's numbers. Returns an ``ipywidgets.VBox``; its ``.result`` attribute
+    Defaults to the published example's numbers. Returns an ``ipywidgets.VBox``; its ``.result`` attribute
     always holds the latest :func:`update_worked_example` dict (handy for checks).
     """
     import ipywidgets as widgets
