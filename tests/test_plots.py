@@ -80,9 +80,10 @@ def test_plot_training_draws_both_losses_and_the_schedule():
     res = {"model": "bahdanau", "budget": "30 steps", "loss_curve": curve}
     cols = training_curve_points(res)
     assert cols["step"] == [10.0, 20.0, 30.0] and cols["valid_loss"] == [0.35, 0.175, 3.5 / 30]
-    fig = plot_training(res)
+    fig = plot_training(res, floor=0.05)
     loss_ax, lr_ax = fig.axes
-    train_line, valid_line = loss_ax.get_lines()
+    train_line, valid_line, floor_line = loss_ax.get_lines()
+    assert list(floor_line.get_ydata()) == [0.05, 0.05]
     np.testing.assert_allclose(valid_line.get_ydata(), cols["valid_loss"])
     np.testing.assert_allclose(lr_ax.get_lines()[0].get_ydata(), cols["lr"])
     assert fig._suptitle.get_text() == "bahdanau: 30 steps"
@@ -91,3 +92,18 @@ def test_plot_training_draws_both_losses_and_the_schedule():
         plot_training({"model": "old"})
     with pytest.raises(ValueError, match=r"loss_curve point 1 lacks \['lr'\]"):
         training_curve_points({"loss_curve": [curve[0], {k: v for k, v in curve[1].items() if k != "lr"}]})
+
+
+def test_bold_labels_log_no_font_weight_notice(caplog):
+    import logging
+
+    from attnlab.plots import _HangulWeightNotice
+
+    fig, ax = plt.subplots()
+    ax.text(0.5, 0.5, "bold 고양이", weight="bold")
+    with caplog.at_level(logging.INFO, logger="matplotlib.font_manager"):
+        fig.canvas.draw()
+    assert not [r for r in caplog.records if "Failed to find font weight" in r.getMessage()]
+    plt.close(fig)
+    record = logging.LogRecord("m", logging.WARNING, "", 0, "findfont: Failed to find font weight bold for X", (), None)
+    assert _HangulWeightNotice().filter(record)  # other fonts' notices still pass

@@ -278,3 +278,22 @@ def test_curve_every_for_and_loss_curve_arguments():
         LossCurve(0)
     with pytest.raises(ValueError, match="points must be"):
         curve_every_for(100, points=0)
+
+
+def test_smoothed_loss_floor_is_the_loss_of_the_smoothed_target_itself():
+    from attnlab.train import smoothed_loss_floor
+
+    V, e = 7, 0.1
+    target = torch.tensor([[3]])
+    smoothed = torch.full((V,), e / V)
+    smoothed[3] += 1 - e
+    perfect = torch.log(smoothed)[None, None]  # (1, 1, V) logits whose softmax is the smoothed target
+    assert masked_cross_entropy(perfect, target, e).item() == pytest.approx(smoothed_loss_floor(V, e), abs=1e-6)
+    worse = perfect.clone()
+    worse[0, 0, 3] += 1.0
+    assert masked_cross_entropy(worse, target, e).item() > smoothed_loss_floor(V, e)
+    assert smoothed_loss_floor(V, 0.0) == 0.0
+    with pytest.raises(ValueError, match="vocab_size must be >= 2, got 1"):
+        smoothed_loss_floor(1, 0.1)
+    with pytest.raises(ValueError, match=r"label_smoothing must be in \[0, 1\)"):
+        smoothed_loss_floor(7, 1.0)

@@ -17,6 +17,7 @@ R, C  rows and columns of a grid (e.g. layers x heads)
 from __future__ import annotations
 
 import importlib.util
+import logging
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -25,6 +26,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from matplotlib import font_manager
+from matplotlib.ticker import FuncFormatter
 
 from .diagrams import (  # noqa: F401  (re-exported: the lessons draw them through attnlab.plots)
     attention_step_numbers,
@@ -51,6 +53,19 @@ __all__ = [
 HANGUL_FONT = "NanumGothic"
 
 
+class _HangulWeightNotice(logging.Filter):
+    """Drop matplotlib's notice that NanumGothic has no weight-700 face.
+
+    The bold file registers as weight 600; for bold text matplotlib then uses it, as wanted, but
+    logs "findfont: Failed to find font weight bold for NanumGothic" each time, which would print
+    in every lesson cell that draws bold labels.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.getMessage()
+        return not (msg.startswith("findfont: Failed to find font weight") and HANGUL_FONT in msg)
+
+
 def hangul_font() -> Path | None:
     """Register NanumGothic as matplotlib's fallback font for Hangul; return its file (None if absent).
 
@@ -68,6 +83,12 @@ def hangul_font() -> Path | None:
         return None
     if HANGUL_FONT not in {f.name for f in font_manager.fontManager.ttflist}:
         font_manager.fontManager.addfont(str(font))
+        bold = font.with_name("NanumGothicBold.ttf")  # so bold labels find a bold Hangul face
+        if bold.exists():
+            font_manager.fontManager.addfont(str(bold))
+    logger = logging.getLogger("matplotlib.font_manager")
+    if not any(isinstance(f, _HangulWeightNotice) for f in logger.filters):
+        logger.addFilter(_HangulWeightNotice())
     families = list(plt.rcParams["font.family"])
     if families == ["sans-serif"]:
         families = list(plt.rcParams["font.sans-serif"][:1])
@@ -273,11 +294,13 @@ def training_curve_points(results: Mapping) -> dict[str, list[float]]:
     return {c: [float(p[c]) for p in curve] for c in columns}
 
 
-def plot_training(results: Mapping, *, title: str | None = None, axes=None):
+def plot_training(results: Mapping, *, floor: float | None = None, title: str | None = None, axes=None):
     """Loss curves (training and validation) and the learning-rate schedule of one run, against steps.
 
     Args:
         results: a results dict with a ``"loss_curve"`` (see :func:`training_curve_points`).
+        floor: draw the lowest loss the training objective allows (e.g.
+            :func:`attnlab.train.smoothed_loss_floor` under label smoothing) as a dotted line.
         title: figure title (default: the model name and its budget).
         axes: two matplotlib axes to draw on (default: a new 1 x 2 figure).
 
@@ -293,7 +316,13 @@ def plot_training(results: Mapping, *, title: str | None = None, axes=None):
     ax_loss.plot(cols["step"], cols["valid_loss"], marker=".", label="validation (whole split)")
     ax_loss.set_xlabel("optimiser step")
     ax_loss.set_ylabel("cross-entropy per token")
+    if floor is not None:
+        ax_loss.axhline(floor, color="grey", ls=":", lw=1, label=f"lowest possible ({floor:.2f})")
     ax_loss.set_yscale("log")
+    plain = FuncFormatter(lambda v, _: f"{v:g}")  # 0.9, 2, 4 rather than 9x10^-1, 2x10^0
+    ax_loss.yaxis.set_major_formatter(plain)
+    ax_loss.yaxis.set_minor_formatter(plain)
+    ax_loss.tick_params(axis="y", which="minor", labelsize=7)
     ax_loss.legend(fontsize=8)
     ax_loss.set_title("loss", fontsize=9)
     ax_lr.plot(cols["step"], cols["lr"], color="tab:green", marker=".")

@@ -53,6 +53,7 @@ __all__ = [
     "LossCurve",
     "StepProgress",
     "curve_every_for",
+    "smoothed_loss_floor",
     "TrainStats",
     "fit_budget",
     "set_seed",
@@ -92,6 +93,28 @@ def masked_cross_entropy(logits: torch.Tensor, target: torch.Tensor, label_smoot
     return F.cross_entropy(
         logits.flatten(0, 1).float(), target.flatten(), ignore_index=PAD, label_smoothing=label_smoothing
     )
+
+
+def smoothed_loss_floor(vocab_size: int, label_smoothing: float) -> float:
+    """The lowest value :func:`masked_cross_entropy` can reach with label smoothing: a perfect model's loss.
+
+    The smoothed target puts ``1 - e + e / V`` on the right word and ``e / V`` on each other word;
+    the cross-entropy of any prediction against it is at least the target's own entropy, reached
+    when the prediction equals the target. With ``e = 0`` that is 0.
+
+    Args:
+        vocab_size: ``V``, an int >= 2.
+        label_smoothing: ``e`` in ``[0, 1)``.
+
+    Returns:
+        The entropy of the smoothed target, in nats.
+    """
+    v = check_positive_int("vocab_size", vocab_size)
+    if v < 2:
+        raise ValueError(f"vocab_size must be >= 2, got {v}")
+    e = check_probability("label_smoothing", label_smoothing)
+    right, other = 1 - e + e / v, e / v
+    return -(right * math.log(right)) - ((v - 1) * other * math.log(other) if e > 0 else 0.0)
 
 
 class MaskedCrossEntropy:
