@@ -179,6 +179,10 @@ def _run_lesson_exercises(name):
     exercises = {ex.solution: ex for ex in find_exercises(nb, name=name)}
     checks = {i for ex in exercises.values() for i in ex.checks}
     client = NotebookClient(nb, kernel_name="python3", timeout=600, resources={"metadata": {"path": str(NOTEBOOKS)}})
+    # nbclient plays the frontend of ipywidgets' Output widget by default (it answers the kernel's
+    # comm messages); once, in a clean clone, that left a widget cell waiting for ever. The checks
+    # need no widget frontend: without one, widget cells simply run.
+    client.widget_registry = {}
     env = {**os.environ, "ATTNLAB_USE_SHIPPED": "1", "MPLBACKEND": "Agg"}
     report, problems = [], []
 
