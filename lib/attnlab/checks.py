@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 __all__ = [
+    "check_choice",
     "check_int",
     "check_positive_int",
     "check_probability",
@@ -36,6 +37,17 @@ __all__ = [
     "check_right_padded",
     "eval_mode",
 ]
+
+
+def check_choice(name: str, value, allowed) -> str:
+    """Return ``value`` after checking it is one of the strings ``allowed``.
+
+    Raises:
+        ValueError: ``{name} must be one of 'a', 'b', got 'c'``.
+    """
+    if not isinstance(value, str) or value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
+    return value
 
 
 def check_int(name: str, value, *, minimum: int | None = None) -> int:

@@ -38,7 +38,7 @@ from matplotlib.font_manager import FontProperties
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch, Rectangle
 from matplotlib.path import Path
 
-from attnlab.checks import check_positive_int
+from attnlab.checks import check_choice, check_positive_int
 
 __all__ = [
     "attention_step_numbers",
@@ -147,12 +147,6 @@ def _arrow(ax, *points, lw=1.0, color=LINE, head=8, **kw):
     )
     ax.add_patch(patch)
     return patch
-
-
-def _check_choice(name: str, value, allowed: Sequence[str]) -> str:
-    if not isinstance(value, str) or value not in allowed:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
-    return value
 
 
 def _layout_problems(fig, *, margin_px: float = 1.0) -> list[str]:
@@ -464,8 +458,8 @@ def draw_transformer_block(kind: str = "encoder", norm: str = "pre", ax=None):
     Raises:
         ValueError: ``kind`` or ``norm`` is not one of its allowed values.
     """
-    _check_choice("kind", kind, KINDS)
-    _check_choice("norm", norm, NORMS)
+    check_choice("kind", kind, KINDS)
+    check_choice("norm", norm, NORMS)
     if kind == "encoder":
         sublayers = [("multi-head\nself-attention", ATTENTION), ("feed-forward", FEED_FORWARD)]
     else:
@@ -554,7 +548,7 @@ def draw_encoder_decoder_stack(n_layers: int = 2, ax=None, *, norm: str = "pre")
         ValueError: ``n_layers < 1`` or ``norm`` is not ``"pre"``/``"post"``.
     """
     n = check_positive_int("n_layers", n_layers)
-    _check_choice("norm", norm, NORMS)
+    check_choice("norm", norm, NORMS)
     shown = list(range(1, n + 1)) if n <= 3 else [1, None, n]  # None: the ellipsis
     box_w, box_h, step, lh = 1.75, 0.36, 0.56, 0.3
     x_enc, x_dec = 1.55, 5.45

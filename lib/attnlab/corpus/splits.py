@@ -36,7 +36,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..checks import check_int
+from ..checks import check_choice, check_int
 from ..results import data_dir as results_data_dir
 from . import english, french, korean
 from .grammar import build
@@ -77,9 +77,7 @@ def check_target(target) -> str:
     Raises:
         ValueError: an unknown target, naming the choices.
     """
-    if not isinstance(target, str) or target not in TARGETS:
-        raise ValueError(f"target must be one of {', '.join(map(repr, TARGETS))}, got {target!r}")
-    return target
+    return check_choice("target", target, TARGETS)
 
 
 def corpus_version(target: str = "fr") -> str:
