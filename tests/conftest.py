@@ -36,7 +36,11 @@ def copy_task_splits(n_train=3000, seed=0):
 
 @pytest.fixture(scope="session")
 def copy_trained():
-    """A tiny Bahdanau model trained for a few seconds on the copy task via the fastai toolkit."""
+    """A tiny Bahdanau model trained for 400 steps on the copy task via the fastai toolkit.
+
+    A step budget, not a time budget: on a busy machine 10 seconds bought too few steps and the
+    tests that need a trained model failed (seen with two test suites sharing 2 cores).
+    """
     from attnlab.loaders import make_dataloaders
     from attnlab.rnn import RNNConfig, Seq2SeqRNN
     from attnlab.train import fit_budget, set_seed
@@ -47,7 +51,7 @@ def copy_trained():
     src_vocab, tgt_vocab = build_vocabs(splits)
     dls = make_dataloaders(splits, src_vocab, tgt_vocab, bs=64)
     model = Seq2SeqRNN(RNNConfig(len(src_vocab), len(tgt_vocab), emb_dim=16, hid_dim=48, attention="bahdanau"))
-    learn, stats = fit_budget(model, dls, seconds=10, lr=1e-2, progress=False)
+    learn, stats = fit_budget(model, dls, steps=400, lr=1e-2, progress=False)
     model.eval()
     return model, splits, src_vocab, tgt_vocab, learn, stats
 
