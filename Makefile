@@ -13,7 +13,7 @@ UPGRADE_VENV ?= /tmp/attnlab-upgrade
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: setup lab test lint unit notebooks lesson exercises bench checkpoints clean-corpus constraints upgrade-check
+.PHONY: setup lab test lint unit notebooks lesson exercises browser bench checkpoints clean-corpus constraints upgrade-check
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,7 @@ XDIST := -n 2
 test: setup
 	$(VENV)/bin/ruff check lib tests notebooks benchmarks scripts
 	$(VENV)/bin/pytest $(XDIST) tests
+	$(VENV)/bin/pytest tests/browser
 	$(VENV)/bin/pytest $(XDIST) --dist loadscope $(NBVAL) notebooks
 
 lint: setup
@@ -43,6 +44,11 @@ unit: setup
 
 notebooks: setup
 	$(VENV)/bin/pytest $(XDIST) --dist loadscope $(NBVAL) notebooks
+
+# The lessons in JupyterLab, in headless Chromium (tests/browser/README.md). One process: under
+# xdist (`make unit`) they skip with a line pointing here.
+browser: setup
+	$(VENV)/bin/pytest tests/browser
 
 # The exercise version of every lesson: exercises/NN_*.ipynb, each solution replaced by a stub
 # (solutions stay in notebooks/; tests/test_exercises.py proves every check fails on its stub).

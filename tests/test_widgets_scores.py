@@ -181,3 +181,20 @@ def test_temperature_widget_follows_its_controls():
     assert root.result["d_k"] == 1024 and root.result["temperature"] == pytest.approx(10.0)
     assert root.result["entropy"] > 0.95 * math.log(8)
     matplotlib.pyplot.close("all")
+
+
+def test_playground_legend_never_covers_a_bar():
+    """Lesson 03: the legend sat inside the axes, over a weight close to 1 (the tallest bar)."""
+    from attnlab.widgets._live import new_figure
+
+    # what the browser test left in lesson 03's playground: every cell moved up by 1.5
+    query = [2.5, 2.0, 1.5, 1.5]
+    r = update_score_playground(query, [query, [0.5, 1, 1.5, 1.5], [1.5, 1.5, 2.5, 1.5], [3.5, 2.5, 1.5, 1.5]])
+    assert max(float(w.max()) for w in r["weights"].values()) > 0.95
+    fig = new_figure((6, 2.6))
+    ax = fig.add_subplot()
+    plot_score_playground(r, ax=ax)
+    fig.canvas.draw()
+    legend = ax.get_legend().get_window_extent()
+    bars = [p.get_window_extent() for p in ax.patches if p.get_height() > 0]
+    assert bars and not any(legend.overlaps(b) for b in bars)

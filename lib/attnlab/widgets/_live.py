@@ -1,16 +1,53 @@
-"""The wiring every lesson widget shares: controls -> pure update -> text + figure.
+"""The wiring every lesson widget shares: controls -> pure update -> text + picture.
 
 Each widget builds its controls and layout, then hands three small functions to :func:`live`:
 ``compute()`` reads the controls and calls the widget's pure ``update_*`` function,
-``describe(result)`` turns the result into text, ``draw(result)`` returns a matplotlib figure.
+``describe(result)`` turns the result into text, ``draw(result)`` returns a matplotlib figure made
+with :func:`new_figure`.
+
+Pictures are drawn with matplotlib's object-oriented API (a :class:`~matplotlib.figure.Figure` on
+the Agg canvas) into PNG bytes shown by an ``ipywidgets.Image``: no pyplot and no ``Output``
+capture inside a callback. ipykernel 7 may deliver a widget event on another thread than the one
+running cells; pyplot's global state and an ``Output`` widget's capture are not safe there, and a
+cleared-then-refilled ``Output`` shows half-drawn frames while a slider is dragged. A new PNG
+replaces the old one in one message, and a lock keeps two events from interleaving their updates.
 """
 
 from __future__ import annotations
 
 import html
+import io
+import threading
 from collections.abc import Callable, Iterable
 
-__all__ = ["live"]
+__all__ = ["live", "new_figure", "figure_png", "picture"]
+
+
+def new_figure(figsize: tuple[float, float], **kwargs):
+    """A matplotlib ``Figure`` of ``figsize`` inches on its own Agg canvas (not known to pyplot).
+
+    ``kwargs`` go to :class:`matplotlib.figure.Figure` (e.g. ``layout="constrained"``).
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=figsize, **kwargs)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def figure_png(fig, *, dpi: int = 100) -> bytes:
+    """PNG bytes of ``fig`` (tight bounding box, ``dpi`` dots per inch)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight", dpi=dpi)
+    return buf.getvalue()
+
+
+def picture():
+    """An empty ``ipywidgets.Image`` for a widget's PNG, shown at its own size (a flex box would stretch it)."""
+    import ipywidgets as widgets
+
+    return widgets.Image(format="png", layout=widgets.Layout(align_self="flex-start"))
 
 
 def live(
@@ -24,24 +61,30 @@ def live(
 ):
     """Refresh ``root`` now and whenever one of ``controls`` changes; returns ``root``.
 
+    Every change of a control refreshes once: ``compute()``, then the text, then the picture.
+
     Args:
         root: the widget's outer box; ``root.result`` always holds the latest ``compute()`` dict.
         text: an ``ipywidgets.HTML`` that shows ``describe(result)`` as preformatted text.
-        plot: an ``ipywidgets.Output`` that shows the figure ``draw(result)`` returns.
+        plot: an ``ipywidgets.Image`` (see :func:`picture`) that shows the PNG of ``draw(result)``.
         controls: widgets whose ``value`` triggers a refresh.
         compute, describe, draw: see the module docstring.
     """
-    import matplotlib.pyplot as plt
+    import ipywidgets as widgets
+
+    if not isinstance(plot, widgets.Image):
+        raise TypeError(f"plot must be an ipywidgets.Image (see picture()), got {type(plot).__name__}")
+    lock = threading.RLock()
 
     def refresh(_change=None) -> None:
-        result = compute()
-        root.result = result
-        text.value = "<pre>" + html.escape(describe(result)) + "</pre>"
-        plot.clear_output(wait=True)
-        with plot:
+        with lock:
+            result = compute()
+            root.result = result
+            text.value = "<pre>" + html.escape(describe(result)) + "</pre>"
             fig = draw(result)
-            plt.show()
-            plt.close(fig)
+            if getattr(fig.canvas, "manager", None) is not None:
+                raise TypeError("draw returned a pyplot figure: make it with attnlab.widgets._live.new_figure()")
+            plot.value = figure_png(fig)
 
     for control in controls:
         control.observe(refresh, names="value")

@@ -22,7 +22,7 @@ k  number of candidates shown
 from __future__ import annotations
 
 import html
-import io
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -32,6 +32,7 @@ import torch
 from ..checks import check_int, check_positive_int
 from ..decoding import beam_steps
 from ..vocab import Vocab
+from ._live import figure_png, new_figure, picture
 
 __all__ = ["Step", "decode_steps", "step_view", "attention_png", "StepperState", "stepper"]
 
@@ -117,22 +118,16 @@ def attention_png(src_labels: Sequence[str], attention: np.ndarray) -> bytes:
     Drawn on a fresh :class:`matplotlib.figure.Figure` with the Agg canvas (no pyplot state), so
     two calls never share a figure, whatever thread they run on.
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     attention = np.asarray(attention)
     if attention.shape != (len(src_labels),):
         raise ValueError(f"attention has shape {attention.shape}, expected ({len(src_labels)},) for the source labels")
-    fig = Figure(figsize=(min(0.35 * len(src_labels) + 1, 12), 1.6))
-    FigureCanvasAgg(fig)
+    fig = new_figure((min(0.35 * len(src_labels) + 1, 12), 1.6))
     ax = fig.add_subplot()
     ax.bar(range(len(src_labels)), attention)
     ax.set_xticks(range(len(src_labels)), list(src_labels), rotation=90, fontsize=8)
     ax.set_ylim(0, 1)
     ax.set_ylabel("attention", fontsize=8)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", bbox_inches="tight", dpi=100)
-    return buf.getvalue()
+    return figure_png(fig)
 
 
 class StepperState:
@@ -218,30 +213,33 @@ def stepper(model, pairs, src_vocab: Vocab, tgt_vocab: Vocab):
     )
     slider = W.IntSlider(min=0, max=state.last_step, value=0, description="step", continuous_update=True)
     text = W.HTML()
-    picture = W.Image(format="png")
+    chart = picture()
+    lock = threading.RLock()  # one change at a time, whichever thread the kernel delivers it on
 
     def draw(view: dict) -> None:
         text.value = f"<pre>{html.escape(view['text'])}</pre>"
         if view["attention"] is None:
-            picture.layout.display = "none"
+            chart.layout.display = "none"
         else:
-            picture.value = attention_png(view["labels"], view["attention"])
-            picture.layout.display = None
+            chart.value = attention_png(view["labels"], view["attention"])
+            chart.layout.display = None
 
     def on_step(change) -> None:
-        draw(state.move(change["new"]))
+        with lock:
+            draw(state.move(change["new"]))
 
     def on_sentence(change) -> None:
-        view = state.select(change["new"])
-        slider.unobserve(on_step, names="value")
-        try:
-            slider.value = 0  # first, so that lowering max never moves the value
-            slider.max = state.last_step
-        finally:
-            slider.observe(on_step, names="value")
-        draw(view)
+        with lock:
+            view = state.select(change["new"])
+            slider.unobserve(on_step, names="value")
+            try:
+                slider.value = 0  # first, so that lowering max never moves the value
+                slider.max = state.last_step
+            finally:
+                slider.observe(on_step, names="value")
+            draw(view)
 
     choose.observe(on_sentence, names="value")
     slider.observe(on_step, names="value")
     draw(state.view())
-    return W.VBox([choose, slider, text, picture])
+    return W.VBox([choose, slider, text, chart])

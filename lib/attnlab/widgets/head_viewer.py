@@ -19,9 +19,9 @@ from collections.abc import Sequence
 
 import torch
 
-from attnlab.widgets._live import live
+from attnlab.widgets._live import live, new_figure, picture
 
-__all__ = ["as_layer_head_stack", "update_head_viewer", "head_viewer"]
+__all__ = ["as_layer_head_stack", "update_head_viewer", "plot_head_viewer", "head_viewer"]
 
 
 def as_layer_head_stack(weights) -> torch.Tensor:
@@ -69,7 +69,9 @@ def update_head_viewer(
     Returns:
         dict with ``weights`` (``(T, S)`` for one head, ``(1, H, T, S)`` for all heads),
         ``title``, ``argmax`` (per query, the most attended key index, one head only),
-        ``entropy`` (mean row entropy in nats per head, ``(H,)`` or a float) and ``summary`` (text).
+        ``entropy`` (mean row entropy in nats per head, ``(H,)`` or a float), ``vmax`` (the top of
+        the colour scale: the largest weight of any head of ``layer``, so that every head of a layer
+        is drawn on one scale and a near-uniform head looks pale, not patterned) and ``summary`` (text).
     """
     w = as_layer_head_stack(weights)  # (N, H, T, S)
     N, H, T, S = w.shape
@@ -85,6 +87,7 @@ def update_head_viewer(
     head_names = list(head_labels) if head_labels else [f"head {h}" for h in range(H)]
     src = list(src_tokens) if src_tokens is not None else [str(j) for j in range(S)]
     tgt = list(tgt_tokens) if tgt_tokens is not None else [str(i) for i in range(T)]
+    vmax = max(float(w[layer].max()), 1e-9)  # all-zero (fully masked) weights still get a scale
 
     if head is None:
         sel = w[layer : layer + 1]  # (1, H, T, S)
@@ -95,6 +98,7 @@ def update_head_viewer(
             "title": f"{layer_name}, all heads",
             "argmax": None,
             "entropy": entropy,
+            "vmax": vmax,
             "summary": summary,
         }
     sel = w[layer, head]  # (T, S)
@@ -112,8 +116,64 @@ def update_head_viewer(
         "title": f"{layer_name}, {head_names[head]}",
         "argmax": argmax,
         "entropy": entropy,
+        "vmax": vmax,
         "summary": summary,
     }
+
+
+def plot_head_viewer(
+    result: dict,
+    src_tokens: Sequence[str] | None = None,
+    tgt_tokens: Sequence[str] | None = None,
+    *,
+    head_labels: Sequence[str] | None = None,
+    fig=None,
+):
+    """Draw :func:`update_head_viewer`'s ``result``: one heatmap, or one per head side by side, all on
+    the colour scale ``0 .. result["vmax"]`` with one colour bar.
+
+    Args:
+        result: from :func:`update_head_viewer`.
+        src_tokens, tgt_tokens: key (column) and query (row) labels; all-heads panels label the
+            first panel's rows only.
+        head_labels: ``H`` panel titles when all heads are shown (default ``head h``).
+        fig: an empty matplotlib Figure to draw on (resized to fit); a new pyplot figure when ``None``.
+
+    Returns:
+        The Figure.
+    """
+    from attnlab.plots import plot_attention
+
+    w = result["weights"]
+    vmax = result["vmax"]
+    all_heads = result["argmax"] is None
+    if all_heads:  # (1, H, T, S): every head of the layer, side by side
+        panels = [w[0, h] for h in range(w.shape[1])]  # H x (T, S)
+        titles = list(head_labels) if head_labels else [f"head {h}" for h in range(len(panels))]
+    else:  # (T, S)
+        panels, titles = [w], [result["title"]]
+    T, S = panels[0].shape
+    panel_w, panel_h = (2.3, min(0.2 * T + 1.4, 5)) if all_heads else (min(0.3 * S + 1.5, 8), min(0.3 * T + 1.2, 8))
+    size = (min(panel_w * len(panels) + 1.0, 15), panel_h + (0.4 if all_heads else 0))
+    if fig is None:
+        import matplotlib.pyplot as plt
+
+        fig = plt.figure(figsize=size, layout="constrained")
+    else:
+        fig.set_size_inches(*size)
+        fig.set_layout_engine("constrained")
+    axes = list(fig.subplots(1, len(panels), squeeze=False)[0])
+    for h, (ax, panel) in enumerate(zip(axes, panels, strict=True)):
+        plot_attention(panel, src_tokens, tgt_tokens if h == 0 else None, ax=ax, title=titles[h])
+        ax.images[-1].set_clim(0.0, vmax)  # one scale for every panel (plot_attention scales to its own max)
+        if h:
+            ax.set_yticks([])
+    bar = fig.colorbar(axes[0].images[-1], ax=axes, shrink=0.9)
+    bar.set_label(f"weight, 0 to {vmax:.2f} (largest in the layer)", fontsize=8)
+    bar.ax.tick_params(labelsize=7)
+    if all_heads:
+        fig.suptitle(result["title"], fontsize=10)
+    return fig
 
 
 def head_viewer(
@@ -131,9 +191,6 @@ def head_viewer(
     :func:`update_head_viewer` dict.
     """
     import ipywidgets as widgets
-    import matplotlib.pyplot as plt
-
-    from attnlab.plots import plot_attention, plot_attention_grid
 
     w = as_layer_head_stack(weights)  # (N, H, T, S)
     N, H = w.shape[:2]
@@ -146,7 +203,7 @@ def head_viewer(
         options=[("all heads", -1), *[(n, h) for h, n in enumerate(head_names)]], value=0, description="head"
     )
     text = widgets.HTML()
-    plot = widgets.Output()
+    plot = picture()
     header = [widgets.HTML(f"<b>{html.escape(title)}</b>")] if title else []
     root = widgets.VBox([*header, widgets.HBox([layer_pick, head_pick]), widgets.HBox([plot, text])])
 
@@ -163,16 +220,6 @@ def head_viewer(
         )
 
     def draw(result: dict):
-        if result["argmax"] is None:  # all heads of the layer
-            return plot_attention_grid(
-                result["weights"],
-                row_labels=[layer_names[layer_pick.value]],
-                col_labels=head_names,
-                title=result["title"],
-            )
-        T, S = result["weights"].shape
-        fig, ax = plt.subplots(figsize=(min(0.3 * S + 1.5, 8), min(0.3 * T + 1.2, 8)))
-        plot_attention(result["weights"], src_tokens, tgt_tokens, ax=ax, title=result["title"])
-        return fig
+        return plot_head_viewer(result, src_tokens, tgt_tokens, head_labels=head_names, fig=new_figure((1, 1)))
 
     return live(root, text, plot, (layer_pick, head_pick), compute, lambda r: r["summary"], draw)

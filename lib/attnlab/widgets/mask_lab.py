@@ -19,7 +19,7 @@ import torch
 
 from attnlab.attention import scaled_dot_product_attention
 from attnlab.masks import causal_mask, combine_masks, padding_mask
-from attnlab.widgets._live import live
+from attnlab.widgets._live import live, new_figure, picture
 
 __all__ = ["update_mask_lab", "describe_mask_lab", "plot_mask_lab", "mask_lab_widget"]
 
@@ -92,14 +92,28 @@ def describe_mask_lab(result: dict) -> str:
     return "\n".join(lines)
 
 
-def plot_mask_lab(result: dict, cell: float = 2.0):
-    """Masks (top row) and weights (bottom row), one column per sequence. Returns the Figure."""
-    import matplotlib.pyplot as plt
+def plot_mask_lab(result: dict, cell: float = 2.0, *, fig=None):
+    """Masks (top row) and weights (bottom row), one column per sequence.
 
+    Args:
+        result: from :func:`update_mask_lab`.
+        cell: inches per panel.
+        fig: an empty matplotlib Figure to draw on (resized to fit); a new pyplot figure when ``None``.
+
+    Returns:
+        The Figure.
+    """
     from attnlab.plots import plot_attention
 
     B = len(result["lengths"])
-    fig, axes = plt.subplots(2, B, figsize=(cell * B + 0.5, 2 * cell + 0.8), squeeze=False)
+    size = (cell * B + 0.5, 2 * cell + 0.8)
+    if fig is None:
+        import matplotlib.pyplot as plt
+
+        fig = plt.figure(figsize=size)
+    else:
+        fig.set_size_inches(*size)
+    axes = fig.subplots(2, B, squeeze=False)
     for b in range(B):
         toks = result["tokens"][b]
         plot_attention(result["mask"][b].float(), toks, toks, ax=axes[0, b], cmap="Greys")
@@ -125,7 +139,7 @@ def mask_lab_widget(lengths: Sequence[int] = (5, 3), max_len: int = 6, causal: b
     causal_box = widgets.Checkbox(value=causal, description="causal")
     queries_box = widgets.Checkbox(value=False, description="mask padded queries")
     text = widgets.HTML()
-    plot = widgets.Output()
+    plot = picture()
     root = widgets.VBox(
         [widgets.HBox([widgets.VBox(sliders), widgets.VBox([causal_box, queries_box])]), text, plot]
     )
@@ -138,4 +152,7 @@ def mask_lab_widget(lengths: Sequence[int] = (5, 3), max_len: int = 6, causal: b
             mask_padded_queries=queries_box.value,
         )
 
-    return live(root, text, plot, (*sliders, causal_box, queries_box), compute, describe_mask_lab, plot_mask_lab)
+    def draw(result: dict):
+        return plot_mask_lab(result, fig=new_figure((1, 1)))
+
+    return live(root, text, plot, (*sliders, causal_box, queries_box), compute, describe_mask_lab, draw)

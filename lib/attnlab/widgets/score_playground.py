@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import torch
 
 from attnlab.scores import SCORE_KINDS, AttentionScore
-from attnlab.widgets._live import live
+from attnlab.widgets._live import live, new_figure, picture
 
 __all__ = [
     "PLAYGROUND_KINDS",
@@ -163,7 +163,8 @@ def plot_score_playground(result: dict, key_labels: Sequence[str] | None = None,
     ax.set_xticklabels(list(key_labels) if key_labels is not None else [f"k{j}" for j in range(N)])
     ax.set_ylim(0, 1.02)
     ax.set_ylabel("softmax weight")
-    ax.legend(fontsize=7, ncol=min(len(kinds), 5))
+    # Above the axes, not inside: a weight near 1 reaches the top, where a legend inside would cover it.
+    ax.legend(fontsize=7, ncol=min(len(kinds), 5), loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
     ax.grid(axis="y", alpha=0.3)
     return ax
 
@@ -175,7 +176,6 @@ def score_playground_widget(query=DEFAULT_QUERY, keys=DEFAULT_KEYS, *, seed: int
     :func:`update_score_playground` dict (handy for checks).
     """
     import ipywidgets as widgets
-    import matplotlib.pyplot as plt
 
     q0, k0 = _as_query_and_keys(query, keys)
     scorers = make_scorers(q0.shape[0], max_len=max(k0.shape[0], 16), seed=seed)
@@ -197,14 +197,15 @@ def score_playground_widget(query=DEFAULT_QUERY, keys=DEFAULT_KEYS, *, seed: int
         ]
     )
     text = widgets.HTML()
-    plot = widgets.Output()
+    plot = picture()
     root = widgets.VBox([widgets.HBox([editors, text]), plot])
 
     def compute() -> dict:
         return update_score_playground([c.value for c in q_cells], [[c.value for c in row] for row in k_cells], scorers)
 
     def draw(result: dict):
-        fig, ax = plt.subplots(figsize=(6, 2.6))
+        fig = new_figure((6, 2.6))
+        ax = fig.add_subplot()
         plot_score_playground(result, ax=ax)
         return fig
 
@@ -293,7 +294,7 @@ def plot_temperature(result: dict, ax=None):
     ax.set_xticklabels([f"k{j}" for j in range(N)], fontsize=8)
     ax.set_ylabel("weight")
     ax.set_title(
-        f"d_k={result['d_k']}, T={result['temperature']:g}, {'scaled' if result['scale'] else 'unscaled'}", fontsize=9
+        f"d_k={result['d_k']}, T={result['temperature']:.3g}, {'scaled' if result['scale'] else 'unscaled'}", fontsize=9
     )
     return ax
 
@@ -307,20 +308,20 @@ def temperature_widget(d_k: int = 64, temperature: float = 1.0, *, scale: bool =
     Returns an ``ipywidgets.VBox``; ``.result`` holds the latest :func:`update_temperature` dict.
     """
     import ipywidgets as widgets
-    import matplotlib.pyplot as plt
 
     dk = widgets.SelectionSlider(options=D_K_CHOICES, value=d_k if d_k in D_K_CHOICES else 64, description="d_k")
     temp = widgets.FloatLogSlider(value=temperature, base=10, min=-1.5, max=1.5, step=0.05, description="T")
     scale_box = widgets.Checkbox(value=scale, description="divide by √d_k")
     text = widgets.HTML()
-    plot = widgets.Output()
+    plot = picture()
     root = widgets.VBox([widgets.HBox([dk, temp, scale_box]), text, plot])
 
     def compute() -> dict:
         return update_temperature(dk.value, temp.value, scale=scale_box.value, n_keys=n_keys, seed=seed)
 
     def draw(result: dict):
-        fig, ax = plt.subplots(figsize=(4.5, 2.4))
+        fig = new_figure((4.5, 2.4))
+        ax = fig.add_subplot()
         plot_temperature(result, ax=ax)
         return fig
 

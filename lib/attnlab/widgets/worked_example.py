@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import torch
 
 from attnlab.attention import scaled_dot_product_attention
-from attnlab.widgets._live import live
+from attnlab.widgets._live import live, new_figure, picture
 
 __all__ = [
     "WORDS",
@@ -150,7 +150,6 @@ def worked_example_widget(
     always holds the latest :func:`update_worked_example` dict (handy for checks).
     """
     import ipywidgets as widgets
-    import matplotlib.pyplot as plt
 
     from attnlab.plots import plot_attention
 
@@ -176,7 +175,7 @@ def worked_example_widget(
         )
     scale_box = widgets.Checkbox(value=True, description="divide scores by √d_k")
     text = widgets.HTML()
-    plot = widgets.Output()
+    plot = picture()
     root = widgets.VBox([widgets.HBox(boxes), scale_box, widgets.HBox([text, plot])])
 
     def read(name: str) -> torch.Tensor:
@@ -186,7 +185,8 @@ def worked_example_widget(
         return update_worked_example(read("X"), read("W_Q"), read("W_K"), read("W_V"), scale=scale_box.value)
 
     def draw(result: dict):
-        fig, ax = plt.subplots(figsize=(2.6, 2.4))
+        fig = new_figure((2.6, 2.4))
+        ax = fig.add_subplot()
         plot_attention(result["weights"], list(words), list(words), ax=ax, title="weights")
         return fig
 
