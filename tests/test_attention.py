@@ -597,3 +597,60 @@ def test_a_cache_from_another_batch_size_is_refused():
         mha(x2, x2, x2, cache={"k": cache["k"].double(), "v": cache["v"].double()})
     with pytest.raises(ValueError, match="cache must hold both 'k' and 'v' or neither"):
         mha(x2, x2, x2, cache={"k": cache["k"]})
+
+
+# ----------------------------------------------------------------------------------------------
+# grouped-query and multi-query attention (num_kv_heads)
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("num_kv_heads", [4, 2, 1])
+@pytest.mark.parametrize("need_weights", [True, False])
+@pytest.mark.parametrize("causal", [False, True])
+def test_gqa_matches_sdpa_enable_gqa(dtype, num_kv_heads, need_weights, causal):
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(16, 4, num_kv_heads=num_kv_heads).to(dtype).eval()
+    x = torch.randn(2, 6, 16, dtype=dtype)
+    keep = torch.tensor([[True] * 6, [True] * 4 + [False] * 2])  # (B, S) key padding
+    ours, _ = mha(x, x, x, key_keep=keep, is_causal=causal, need_weights=need_weights)
+    q = split_heads(mha.q_proj(x), 4)  # (B, H, L, D)
+    k = split_heads(mha.k_proj(x), num_kv_heads)  # (B, Hkv, S, D)
+    v = split_heads(mha.v_proj(x), num_kv_heads)  # (B, Hkv, S, D)
+    mask = keep[:, None, None, :] & (causal_mask(6) if causal else True)  # (B, 1, L, S)
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)  # (B, H, L, D)
+    ref = mha.out_proj(merge_heads(ref))  # (B, L, E)
+    assert_close_logged(f"gqa Hkv={num_kv_heads} vs SDPA enable_gqa, {dtype}", ours, ref)
+
+
+def test_gqa_parameters_and_cache_are_smaller():
+    mha = MultiHeadAttention(16, 4, num_kv_heads=1)
+    assert mha.k_proj.weight.shape == mha.v_proj.weight.shape == (4, 16)
+    assert mha.q_proj.weight.shape == mha.out_proj.weight.shape == (16, 16)
+    default = MultiHeadAttention(16, 4)
+    assert default.num_kv_heads == 4 and default.k_proj.weight.shape == (16, 16)
+    cache: dict[str, torch.Tensor] = {}
+    x = torch.randn(2, 3, 16)
+    mha(x, x, x, is_causal=True, cache=cache)
+    assert cache["k"].shape == (2, 1, 3, 4)
+    with pytest.raises(ValueError, match=r"cache\['k'\] must be \(B, Hkv, S, D\) = \(2, 1, S, 4\)"):
+        mha(x, x, x, cache={"k": torch.zeros(2, 4, 3, 4), "v": torch.zeros(2, 4, 3, 4)})
+
+
+def test_gqa_with_a_cache_equals_full_causal():
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(16, 4, num_kv_heads=2).eval()
+    x = torch.randn(2, 5, 16)
+    full, _ = mha(x, x, x, is_causal=True)
+    cache: dict[str, torch.Tensor] = {}
+    steps = [mha(x[:, t : t + 1], x[:, t : t + 1], x[:, t : t + 1], cache=cache)[0] for t in range(5)]
+    assert_close_logged("gqa incremental vs full, torch.float32", torch.cat(steps, dim=1), full)
+
+
+def test_gqa_errors():
+    with pytest.raises(ValueError, match="num_heads=4 is not divisible by num_kv_heads=3"):
+        MultiHeadAttention(16, 4, num_kv_heads=3)
+    with pytest.raises(ValueError, match="num_kv_heads must be >= 1, got 0"):
+        MultiHeadAttention(16, 4, num_kv_heads=0)
+    with pytest.raises(ValueError, match="nn.MultiheadAttention has one key/value head per query head"):
+        MultiHeadAttention(16, 4, num_kv_heads=2).load_from_torch(nn.MultiheadAttention(16, 4, batch_first=True))

@@ -427,8 +427,10 @@ def test_tensors_on_another_device_are_refused():
 def test_bad_configs():
     with pytest.raises(ValueError, match="not divisible by num_heads"):
         TransformerConfig(5, 5, d_model=30, num_heads=4)
-    with pytest.raises(ValueError, match="positions='rope'"):
-        TransformerConfig(5, 5, positions="rope")
+    with pytest.raises(ValueError, match="num_heads=4 is not divisible by num_kv_heads=3"):
+        TransformerConfig(5, 5, num_heads=4, num_kv_heads=3)
+    with pytest.raises(ValueError, match="positions='xpos'"):
+        TransformerConfig(5, 5, positions="xpos")
     with pytest.raises(ValueError, match="num_decoder_layers must be >= 1, got 0"):
         TransformerConfig(5, 5, num_decoder_layers=0)
     with pytest.raises(ValueError, match="even d_model"):

@@ -12,7 +12,10 @@ Modules, in lesson order:
 * :mod:`attnlab.masks` -- the mask convention and the NaN-free masked softmax;
 * :mod:`attnlab.scores` -- attention score functions (dot, general, concat, location, scaled dot);
 * :mod:`attnlab.rnn` -- GRU encoder-decoders without attention, with Bahdanau or Luong attention;
-* :mod:`attnlab.attention` -- scaled dot-product and multi-head attention;
+* :mod:`attnlab.attention` -- scaled dot-product and multi-head attention (and grouped-query);
+* :mod:`attnlab.scale` -- attention at scale: tiled online-softmax attention, memory measurement,
+  key/value cache sizes, sliding windows and a ring-buffer cache;
+* :mod:`attnlab.linear_attention` -- linear attention (elu + 1 features), parallel and recurrent;
 * :mod:`attnlab.train` -- the fastai training toolkit (masked loss, step budget, one-cycle);
 * :mod:`attnlab.decoding` -- greedy decoding and beam search;
 * :mod:`attnlab.evaluate` -- BLEU and chrF (sacrebleu), exact match, alignment agreement, AER;

@@ -28,7 +28,9 @@ inverting the mask.
 Shape legend
 ------------
 B   batch size
-H   number of heads
+H   number of heads (query heads)
+Hkv number of key/value heads (``num_kv_heads``; ``H`` by default, 1 for multi-query attention)
+G   query heads per key/value head, ``H // Hkv``
 L   number of queries (target length)
 S   number of keys / values (source length)
 E   model width (``embed_dim``); also the query/key feature size in
@@ -43,6 +45,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -268,6 +271,12 @@ class MultiHeadAttention(nn.Module):
         vdim: width of the value input (default ``E``).
         batch_first: must be ``True`` (inputs are ``(B, L, E)``); present only so that code
             written for ``nn.MultiheadAttention`` reads the same.
+        num_kv_heads: ``Hkv``, the number of key/value heads; must divide ``H``. ``None`` (the
+            default) means ``H``: ordinary multi-head attention, with today's parameters. Fewer
+            key/value heads is grouped-query attention (Ainslie et al., 2023): query head ``h``
+            reads key/value head ``h // (H // Hkv)``, so ``k_proj`` and ``v_proj`` are ``Hkv * D``
+            wide and a key/value cache holds ``Hkv`` heads; ``Hkv = 1`` is multi-query attention
+            (Shazeer, 2019).
     """
 
     def __init__(
@@ -280,6 +289,7 @@ class MultiHeadAttention(nn.Module):
         kdim: int | None = None,
         vdim: int | None = None,
         batch_first: bool = True,
+        num_kv_heads: int | None = None,
     ) -> None:
         super().__init__()
         if not batch_first:
@@ -291,16 +301,24 @@ class MultiHeadAttention(nn.Module):
                 f"embed_dim={embed_dim} is not divisible by num_heads={num_heads} "
                 f"(each head gets embed_dim // num_heads features)"
             )
+        num_kv_heads = num_heads if num_kv_heads is None else check_positive_int("num_kv_heads", num_kv_heads)
+        if num_heads % num_kv_heads:
+            raise ValueError(
+                f"num_heads={num_heads} is not divisible by num_kv_heads={num_kv_heads} "
+                "(each key/value head serves num_heads // num_kv_heads query heads)"
+            )
         self.embed_dim = embed_dim
         self.num_heads = num_heads
+        self.num_kv_heads = num_kv_heads
         self.head_dim = embed_dim // num_heads
+        kv_width = num_kv_heads * self.head_dim
         self.kdim = embed_dim if kdim is None else check_positive_int("kdim", kdim)
         self.vdim = embed_dim if vdim is None else check_positive_int("vdim", vdim)
         self.dropout = check_probability("dropout", dropout)
         self.batch_first = True
         self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
-        self.k_proj = nn.Linear(self.kdim, embed_dim, bias=bias)
-        self.v_proj = nn.Linear(self.vdim, embed_dim, bias=bias)
+        self.k_proj = nn.Linear(self.kdim, kv_width, bias=bias)
+        self.v_proj = nn.Linear(self.vdim, kv_width, bias=bias)
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.reset_parameters()
 
@@ -315,7 +333,8 @@ class MultiHeadAttention(nn.Module):
 
     def extra_repr(self) -> str:
         return (
-            f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, head_dim={self.head_dim}, "
+            f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, num_kv_heads={self.num_kv_heads}, "
+            f"head_dim={self.head_dim}, "
             f"kdim={self.kdim}, vdim={self.vdim}, dropout={self.dropout}"
         )
 
@@ -334,6 +353,11 @@ class MultiHeadAttention(nn.Module):
         """
         if not isinstance(mha, nn.MultiheadAttention):
             raise TypeError(f"mha must be an nn.MultiheadAttention, got {type(mha).__name__}")
+        if self.num_kv_heads != self.num_heads:
+            raise ValueError(
+                f"nn.MultiheadAttention has one key/value head per query head; this module has "
+                f"num_kv_heads={self.num_kv_heads} for num_heads={self.num_heads}"
+            )
         if (mha.embed_dim, mha.num_heads, mha.kdim, mha.vdim) != (
             self.embed_dim,
             self.num_heads,
@@ -394,11 +418,12 @@ class MultiHeadAttention(nn.Module):
             b = None
             if self.q_proj.bias is not None:
                 b = torch.cat([self.q_proj.bias, self.k_proj.bias, self.v_proj.bias])  # (3E,)
-            q, k, v = F.linear(query, w, b).chunk(3, dim=-1)  # 3 x (B, L, E)
-            H = self.num_heads
-            return split_heads(q, H), split_heads(k, H), split_heads(v, H)  # 3 x (B, H, L, D)
-        k, v = self.project_kv(key, value)  # (B, H, S, D) each
-        return split_heads(self.q_proj(query), self.num_heads), k, v  # (B, H, L, D), (B, H, S, D) x 2
+            kv_width = self.k_proj.out_features
+            q, k, v = F.linear(query, w, b).split([self.embed_dim, kv_width, kv_width], dim=-1)  # (B, L, E|Hkv*D)
+            H, Hkv = self.num_heads, self.num_kv_heads
+            return split_heads(q, H), split_heads(k, Hkv), split_heads(v, Hkv)  # (B, H, L, D), 2 x (B, Hkv, L, D)
+        k, v = self.project_kv(key, value)  # (B, Hkv, S, D) each
+        return split_heads(self.q_proj(query), self.num_heads), k, v  # (B, H, L, D), (B, Hkv, S, D) x 2
 
     def project_kv(self, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Project keys and values once, split into heads, for :meth:`forward`'s ``kv`` argument.
@@ -411,7 +436,7 @@ class MultiHeadAttention(nn.Module):
             value: ``(B, S, Ev)``.
 
         Returns:
-            ``(k, v)``, each ``(B, H, S, D)``.
+            ``(k, v)``, each ``(B, Hkv, S, D)`` (``Hkv = H`` unless ``num_kv_heads`` says fewer).
         """
         self._check_input("key", key, self.kdim)
         self._check_input("value", value, self.vdim)
@@ -420,9 +445,28 @@ class MultiHeadAttention(nn.Module):
                 f"key and value must have the same batch size B and length S: key has shape {tuple(key.shape)}, "
                 f"value has shape {tuple(value.shape)}"
             )
-        k = split_heads(self.k_proj(key), self.num_heads)  # (B, H, S, D)
-        v = split_heads(self.v_proj(value), self.num_heads)  # (B, H, S, D)
+        k = split_heads(self.k_proj(key), self.num_kv_heads)  # (B, Hkv, S, D)
+        v = split_heads(self.v_proj(value), self.num_kv_heads)  # (B, Hkv, S, D)
         return k, v
+
+    def expand_kv(self, t: torch.Tensor) -> torch.Tensor:
+        """Repeat each of the ``Hkv`` key/value heads for its ``G = H // Hkv`` query heads.
+
+        Query head ``h`` reads key/value head ``h // G`` (the grouping of
+        ``F.scaled_dot_product_attention(..., enable_gqa=True)``). With ``Hkv = H`` the tensor is
+        returned as it is.
+
+        Args:
+            t: ``(B, Hkv, S, D)`` keys or values.
+
+        Returns:
+            ``(B, H, S, D)``.
+        """
+        if self.num_kv_heads == self.num_heads:
+            return t
+        B, Hkv, S, D = t.shape
+        G = self.num_heads // Hkv
+        return t[:, :, None].expand(B, Hkv, G, S, D).reshape(B, Hkv * G, S, D)  # (B, H, S, D)
 
     @staticmethod
     def _check_input(name: str, t: torch.Tensor, width: int) -> None:
@@ -431,12 +475,13 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"{name} must have shape (B, length, {width}), got {tuple(t.shape)}")
 
     def _check_heads(self, name: str, t: torch.Tensor, query: torch.Tensor) -> None:
-        """``t`` must be ``(B, H, S, D)`` keys or values in ``query``'s batch size, dtype and device."""
-        B, H, D = query.shape[0], self.num_heads, self.head_dim
+        """``t`` must be ``(B, Hkv, S, D)`` keys or values in ``query``'s batch size, dtype and device."""
+        B, H, D = query.shape[0], self.num_kv_heads, self.head_dim
+        label = "H" if self.num_kv_heads == self.num_heads else "Hkv"
         check_float_tensor(name, t)
         if t.dim() != 4 or t.shape[0] != B or t.shape[1] != H or t.shape[3] != D:
             raise ValueError(
-                f"{name} must be (B, H, S, D) = ({B}, {H}, S, {D}) to match the query {tuple(query.shape)}, "
+                f"{name} must be (B, {label}, S, D) = ({B}, {H}, S, {D}) to match the query {tuple(query.shape)}, "
                 f"got {tuple(t.shape)}"
                 + (" (a cache from another batch? start each batch with a fresh {})" if "cache" in name else "")
             )
@@ -484,6 +529,7 @@ class MultiHeadAttention(nn.Module):
         need_weights: bool = True,
         average_attn_weights: bool = True,
         cache: dict[str, torch.Tensor] | None = None,
+        rotary: Callable[[torch.Tensor, int], torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Attend from ``query`` to ``key``/``value`` (or to keys/values projected before, ``kv``).
 
@@ -491,7 +537,7 @@ class MultiHeadAttention(nn.Module):
             query: ``(B, L, E)``.
             key: ``(B, S, Ek)``; omit it when ``kv`` is given.
             value: ``(B, S, Ev)``; omit it when ``kv`` is given.
-            kv: ``(k, v)``, each ``(B, H, S, D)``, already projected and split into heads by
+            kv: ``(k, v)``, each ``(B, Hkv, S, D)``, already projected and split into heads by
                 :meth:`project_kv` (cross-attention to one source at every decoding step).
             key_keep: ``(B, S)`` key padding, bool ``True`` = real token (takes part), ``False`` =
                 padding; or float (added). NOT ``nn.MultiheadAttention``'s ``key_padding_mask``,
@@ -509,7 +555,13 @@ class MultiHeadAttention(nn.Module):
                 projected keys and values of this call are appended to ``cache["k"]`` and
                 ``cache["v"]`` (``(B, H, S_past, D)``), and attention runs over all of them, so
                 ``S`` in the masks means ``S_past + S_new``. Start with an empty dict for each
-                batch; a cache of another batch size is refused.
+                batch; a cache of another batch size is refused. With ``num_kv_heads`` the cache
+                holds ``Hkv`` heads, ``(B, Hkv, S_past, D)``.
+            rotary: optional rotary position embedding (RoPE), a callable ``rotary(x, offset)``
+                that rotates ``x (B, heads, n, D)`` as positions ``offset .. offset + n - 1``
+                (:class:`attnlab.transformer.RotaryEmbedding`). New keys get positions
+                ``S_past ..`` (so a cache holds rotated keys) and the queries the last ``L``
+                positions, aligned to the end like the causal mask. Not with ``kv=``.
 
         Returns:
             ``(out, weights)``: ``out`` is ``(B, L, E)``; ``weights`` is ``(B, L, S)`` when averaged,
@@ -545,9 +597,11 @@ class MultiHeadAttention(nn.Module):
                 raise ValueError(
                     "kv= (keys/values projected before) and cache= (keys/values appended) exclude each other"
                 )
+            if rotary is not None:
+                raise ValueError("rotary= rotates keys as they are projected; it cannot be used with kv=")
             if not (isinstance(kv, (tuple, list)) and len(kv) == 2):
                 raise TypeError(f"kv must be a pair (k, v) of (B, H, S, D) tensors, got {type(kv).__name__}")
-            k, v = kv  # (B, H, S, D) each
+            k, v = kv  # (B, Hkv, S, D) each
             self._check_heads("kv[0] (keys)", k, query)
             self._check_heads("kv[1] (values)", v, query)
             if k.shape[2] != v.shape[2]:
@@ -563,10 +617,19 @@ class MultiHeadAttention(nn.Module):
             if "k" in cache:
                 self._check_heads("cache['k']", cache["k"], query)
                 self._check_heads("cache['v']", cache["v"], query)
-                k = torch.cat([cache["k"], k], dim=-2)  # (B, H, S_past + S, D)
-                v = torch.cat([cache["v"], v], dim=-2)  # (B, H, S_past + S, D)
+        past = cache["k"].shape[-2] if cache is not None and "k" in cache else 0
+        if rotary is not None:
+            if not callable(rotary):
+                raise TypeError(f"rotary must be callable as rotary(x, offset), got {type(rotary).__name__}")
+            q = rotary(q, past + k.shape[-2] - L)  # (B, H, L, D): the last L positions
+            k = rotary(k, past)  # (B, Hkv, S, D)
+        if cache is not None:
+            if past:
+                k = torch.cat([cache["k"], k], dim=-2)  # (B, Hkv, S_past + S, D)
+                v = torch.cat([cache["v"], v], dim=-2)  # (B, Hkv, S_past + S, D)
             cache["k"], cache["v"] = k, v
         S = k.shape[-2]
+        k, v = self.expand_kv(k), self.expand_kv(v)  # (B, H, S, D) each
 
         mask = self._merge_masks(attn_keep, key_keep, B, L, S)  # broadcastable to (B, H, L, S)
         dropout_p = self.dropout if self.training else 0.0

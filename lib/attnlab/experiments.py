@@ -29,7 +29,7 @@ import torch
 from . import models, results
 from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from .checks import check_positive_int
-from .corpus import BUCKET_NAMES, TARGETS, corpus_version, load_splits
+from .corpus import BUCKET_NAMES, TARGETS, Splits, corpus_version, load_splits
 from .evaluate import count_params, evaluate_model
 from .loaders import make_dataloaders
 from .profiles import get_device, get_profile, num_threads, train_threads
@@ -83,6 +83,9 @@ class Experiment:
         wd: weight decay.
         label_smoothing: label smoothing of the loss.
         description: one line for tables.
+        max_train_src_len: train (and validate) only on pairs whose source has at most this many
+            tokens; the test split stays whole, so the longer buckets measure extrapolation.
+            ``None`` (the default): the whole training split.
     """
 
     name: str
@@ -95,6 +98,7 @@ class Experiment:
     wd: float = 0.0
     label_smoothing: float = 0.0
     description: str = ""
+    max_train_src_len: int | None = None
 
     def __post_init__(self):
         if (self.steps is None) == (self.seconds is None):
@@ -104,6 +108,8 @@ class Experiment:
             )
         if self.steps is not None:
             check_positive_int("steps", self.steps)
+        if self.max_train_src_len is not None:
+            check_positive_int("max_train_src_len", self.max_train_src_len)
 
     @property
     def budget(self) -> str:
@@ -200,6 +206,32 @@ EXPERIMENTS["transformer"] = {
 }
 
 
+# --- Attention at scale (lesson 08) ---
+# The lesson-6 Transformer with one thing changed each; the training settings stay the preset's.
+# Extrapolation: the four position encodings, trained on sources of at most 20 tokens and tested on
+# every bucket up to 40. Grouped-query attention: fewer key/value heads (the cpu preset has H = 4).
+def _variant(name: str, description: str, model: dict, **fields) -> None:
+    EXPERIMENTS[name] = {
+        profile: dataclasses.replace(
+            base, name=name, description=description, model={**base.model, **model}, **fields
+        )
+        for profile, base in EXPERIMENTS["transformer"].items()
+    }
+
+
+for _pos in ("sinusoidal", "learned", "rope", "alibi"):
+    _variant(
+        f"transformer_short_{_pos}",
+        f"Transformer, {_pos} positions, trained on sources of <= 20 tokens",
+        dict(positions=_pos),
+        max_train_src_len=20,
+    )
+for _kv in (4, 2, 1):
+    _variant(
+        f"transformer_kv{_kv}", f"Transformer with {_kv} key/value head(s) (grouped-query)", dict(num_kv_heads=_kv)
+    )
+
+
 def preset(name: str, profile: str | None = None) -> Experiment:
     """The :class:`Experiment` called ``name`` for ``profile`` (default: the active profile)."""
     if name not in EXPERIMENTS:
@@ -285,6 +317,8 @@ def run(
     exp = exp.with_budget(steps=steps, seconds=seconds)
     snapshots = WeightSnapshots(check_positive_int("curve_every", curve_every)) if curve_every is not None else None
     splits, src_vocab, tgt_vocab = data or _data(pair)
+    if exp.max_train_src_len is not None:
+        splits = _short_training(splits, exp.max_train_src_len)
     device = get_device(profile)
     set_seed(seed)
     dls = make_dataloaders(splits, src_vocab, tgt_vocab, bs=exp.bs, device=device, seed=seed)
@@ -320,6 +354,7 @@ def run(
         "params": count_params(model),
         "seed": seed,
         "budget": exp.budget,
+        **({"max_train_src_len": exp.max_train_src_len} if exp.max_train_src_len is not None else {}),
         "train_seconds": stats.seconds,
         "train_steps": stats.steps,
         "tokens_per_second": stats.tokens_per_second,
@@ -375,6 +410,14 @@ def _learning_curve(model, snapshots, final: dict, test, src_vocab, tgt_vocab, p
         {"step": snapshots.steps_done, "bucket": bucket, "bleu": last["bleu"], "exact_match": last["exact_match"]}
     )
     return curve
+
+
+def _short_training(splits: Splits, max_len: int) -> Splits:
+    """``splits`` with train and valid cut to sources of at most ``max_len`` tokens; test untouched."""
+    short = [[p for p in part if len(p.src) <= max_len] for part in (splits.train, splits.valid)]
+    if not all(short):
+        raise ValueError(f"max_train_src_len={max_len} leaves no training or validation pair")
+    return Splits(short[0], short[1], splits.test)
 
 
 def _data(pair: str):

@@ -3,7 +3,11 @@
 Self-attention alone has three barriers (lesson 04); each block below removes one:
 
 * it is blind to word order -> :class:`PositionalEncoding` adds a position signal to the
-  embeddings (fixed sinusoids, learned vectors, or ``"none"`` to see what breaks);
+  embeddings (fixed sinusoids, learned vectors, or ``"none"`` to see what breaks); or the
+  positions act inside self-attention instead: :class:`RotaryEmbedding` rotates queries and keys
+  (RoPE, Su et al. 2021), :func:`alibi_bias` adds a distance penalty to the scores (ALiBi, Press
+  et al. 2022). Both make the scores depend on the offset ``i - j`` only; cross-attention gets no
+  position signal of its own in either (source and target positions are not comparable);
 * it is only a weighted average -> :class:`FeedForward`, a two-layer MLP applied to every position
   on its own, adds the nonlinearity;
 * a decoder must not see the future -> decoder self-attention is causal.
@@ -46,6 +50,7 @@ T   target length (decoder inputs: ``<bos>`` + target)
 t   number of target tokens decoded so far (the cache length)
 E   model width ``d_model``
 H   number of heads
+Hkv number of key/value heads (``num_kv_heads``; ``H`` by default)
 D   width of one head, ``E // H``
 F   hidden width of the feed-forward block ``dim_feedforward``
 N   number of layers in a stack
@@ -83,6 +88,9 @@ __all__ = [
     "sinusoidal_table",
     "sinusoid_shift_matrix",
     "PositionalEncoding",
+    "RotaryEmbedding",
+    "alibi_slopes",
+    "alibi_bias",
     "FeedForward",
     "EncoderLayer",
     "DecoderLayer",
@@ -92,7 +100,9 @@ __all__ = [
     "Transformer",
 ]
 
-POSITIONS = ("sinusoidal", "learned", "none")
+POSITIONS = ("sinusoidal", "learned", "rope", "alibi", "none")
+# The kinds that act inside self-attention and add nothing to the embeddings.
+_IN_ATTENTION = ("rope", "alibi")
 ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
 
 
@@ -167,12 +177,115 @@ def sinusoid_shift_matrix(k: int, d_model: int) -> torch.Tensor:
     return m.float()  # (E, E)
 
 
+class RotaryEmbedding(nn.Module):
+    r"""Rotary position embedding, RoPE (Su et al., 2021): rotate each query and key by its position.
+
+    The ``D`` features of a head form ``D/2`` pairs ``(x_{2i}, x_{2i+1})``; at position ``p`` pair ``i`` is
+    rotated by the angle :math:`p\,\theta_i`, :math:`\theta_i = \text{base}^{-2i/D}`. A rotation by
+    :math:`p\theta` of a query dotted with a rotation by :math:`s\theta` of a key is the dot product of
+    the unrotated pair turned by :math:`(p - s)\theta`, so the score of query ``p`` and key ``s``
+    depends on the offset ``p - s`` only, never on ``p`` itself. No parameters and no saved state.
+
+    Args:
+        head_dim: ``D``, even.
+        base: the base of the angular speeds (10000 in the paper).
+    """
+
+    def __init__(self, head_dim: int, base: float = 10000.0) -> None:
+        super().__init__()
+        head_dim = check_positive_int("head_dim", head_dim)
+        if head_dim % 2:
+            raise ValueError(f"RoPE rotates pairs of features: head_dim must be even, got {head_dim}")
+        if isinstance(base, bool) or not isinstance(base, numbers.Real) or not base > 1:
+            raise ValueError(f"base must be a number > 1, got {base!r}")
+        self.head_dim, self.base = head_dim, float(base)
+
+    def extra_repr(self) -> str:
+        return f"head_dim={self.head_dim}, base={self.base}"
+
+    def angles(self, length: int, offset: int = 0) -> torch.Tensor:
+        r"""``(length, D/2)`` float64 angles :math:`p\,\theta_i` of positions ``offset .. offset+length-1``."""
+        length = check_int("length", length, minimum=0)
+        offset = check_int("offset", offset, minimum=0)
+        theta = self.base ** (-torch.arange(0, self.head_dim, 2, dtype=torch.float64) / self.head_dim)  # (D/2,)
+        pos = torch.arange(offset, offset + length, dtype=torch.float64)  # (length,)
+        return pos[:, None] * theta[None, :]  # (length, D/2)
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """Rotate ``x (..., n, D)`` as positions ``offset .. offset+n-1``; same shape and dtype."""
+        check_float_tensor("x", x)
+        if x.dim() < 2 or x.shape[-1] != self.head_dim:
+            raise ValueError(f"x must be (..., n, D) with D={self.head_dim}, got shape {tuple(x.shape)}")
+        ang = self.angles(x.shape[-2], offset).to(device=x.device)  # (n, D/2)
+        cos, sin = torch.cos(ang).to(x.dtype), torch.sin(ang).to(x.dtype)  # (n, D/2) each
+        x1, x2 = x[..., 0::2], x[..., 1::2]  # (..., n, D/2) each
+        out = torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)  # (..., n, D/2, 2)
+        return out.flatten(-2)  # (..., n, D)
+
+
+def alibi_slopes(num_heads: int) -> torch.Tensor:
+    r"""The head-specific slopes of ALiBi (Press et al., 2022).
+
+    For ``H`` a power of two, head ``h = 1 .. H`` gets :math:`m_h = 2^{-8h/H}` (for ``H = 8``:
+    1/2, 1/4, ..., 1/256): a few heads look far, a few look near. For other ``H`` the paper takes the
+    slopes of the nearest smaller power of two ``P`` and fills the rest with every other slope of ``2P``.
+
+    Args:
+        num_heads: ``H``.
+
+    Returns:
+        ``(H,)`` float64 slopes, all in ``(0, 1)``.
+    """
+    num_heads = check_positive_int("num_heads", num_heads)
+
+    def powers_of_two(n: int) -> list[float]:
+        return [2.0 ** (-8.0 * (h + 1) / n) for h in range(n)]
+
+    p = 2 ** int(math.floor(math.log2(num_heads)))
+    slopes = powers_of_two(p) + powers_of_two(2 * p)[0::2][: num_heads - p]
+    return torch.tensor(slopes, dtype=torch.float64)  # (H,)
+
+
+def alibi_bias(num_heads: int, L: int, S: int | None = None, *, device=None, dtype=torch.float32) -> torch.Tensor:
+    r"""ALiBi's additive score bias :math:`-m_h \, |i - j|` for query ``i`` and key ``j``.
+
+    Queries are aligned to the end of the keys, like :func:`attnlab.masks.causal_mask`: query row
+    ``r`` has position ``S - L + r`` (for a key/value cache, where the ``L`` new queries are the last
+    ``L`` positions). With a causal mask only ``j <= i`` is left, where this is the paper's
+    :math:`-m_h (i - j)`; without one (the encoder) the penalty is symmetric, and then it cannot
+    tell left from right: a reversed sentence keeps every distance (the source's final ``<eos>``
+    is what breaks the symmetry in the course's encoder).
+
+    Args:
+        num_heads: ``H``.
+        L: number of queries.
+        S: number of keys (default ``L``), ``S >= L``.
+        device, dtype: of the result.
+
+    Returns:
+        ``(H, L, S)`` float bias, 0 on the diagonal and negative elsewhere; pass it as a float mask
+        (it is added to the scores).
+    """
+    L = check_int("L", L, minimum=0)
+    S = L if S is None else check_int("S", S, minimum=0)
+    if S < L:
+        raise ValueError(f"alibi_bias aligns the L queries to the end of the S keys: need S >= L, got L={L}, S={S}")
+    qpos = torch.arange(S - L, S, dtype=torch.float64)  # (L,)
+    kpos = torch.arange(S, dtype=torch.float64)  # (S,)
+    dist = (qpos[:, None] - kpos[None, :]).abs()  # (L, S)
+    bias = -alibi_slopes(num_heads)[:, None, None] * dist  # (H, L, S)
+    return bias.to(device=device, dtype=dtype)  # (H, L, S)
+
+
 class PositionalEncoding(nn.Module):
     """Add a position signal to a sequence of embeddings.
 
     Args:
         kind: ``"sinusoidal"`` (fixed table, no parameters), ``"learned"`` (one trained vector per
-            position, an ``nn.Embedding``) or ``"none"`` (adds nothing: the model is blind to order).
+            position, an ``nn.Embedding``) or ``"none"`` (adds nothing: the model is blind to order);
+            ``"rope"`` and ``"alibi"`` add nothing here either: those positions act inside
+            self-attention (:class:`RotaryEmbedding`, :func:`alibi_bias`), and the table's
+            ``max_len`` still bounds the accepted lengths.
         d_model: ``E`` (even for ``"sinusoidal"``).
         max_len: ``P >= 1``, the number of positions the table covers (longer inputs are refused).
     """
@@ -203,10 +316,13 @@ class PositionalEncoding(nn.Module):
             )
 
     def encodings(self, length: int, offset: int = 0) -> torch.Tensor | None:
-        """``(length, E)`` encodings of positions ``offset .. offset+length-1`` (``None`` for ``"none"``)."""
+        """``(length, E)`` encodings of positions ``offset .. offset+length-1`` (``None`` when nothing is added)."""
         length = check_int("length", length, minimum=0)
         offset = check_int("offset", offset, minimum=0)
         if self.kind == "none":
+            return None
+        if self.kind in _IN_ATTENTION:
+            self.check_length(offset + length)
             return None
         self.check_length(offset + length)
         if self.kind == "sinusoidal":
@@ -232,10 +348,12 @@ def _check_states(name: str, x: torch.Tensor, width: int, shape_text: str) -> No
         raise ValueError(f"{name} must be {shape_text} with E={width} features, got shape {tuple(x.shape)}")
 
 
-def _check_sizes(d_model, num_heads, dim_feedforward, dropout, layer_norm_eps) -> None:
+def _check_sizes(d_model, num_heads, dim_feedforward, dropout, layer_norm_eps, num_kv_heads=None) -> None:
     """The size arguments shared by the layers and the stacks, each checked under its own name."""
     d_model = check_positive_int("d_model", d_model)
     num_heads = check_positive_int("num_heads", num_heads)
+    if num_kv_heads is not None and num_heads % check_positive_int("num_kv_heads", num_kv_heads):
+        raise ValueError(f"num_heads={num_heads} is not divisible by num_kv_heads={num_kv_heads}")
     check_positive_int("dim_feedforward", dim_feedforward)
     check_probability("dropout", dropout)
     if d_model % num_heads:
@@ -305,16 +423,17 @@ class _Layer(nn.Module):
         norm_first: bool = True,
         activation: str = "relu",
         layer_norm_eps: float = 1e-5,
+        num_kv_heads: int | None = None,
     ) -> None:
         super().__init__()
-        _check_sizes(d_model, num_heads, dim_feedforward, dropout, layer_norm_eps)
+        _check_sizes(d_model, num_heads, dim_feedforward, dropout, layer_norm_eps, num_kv_heads)
         if not isinstance(norm_first, bool):
             raise TypeError(f"norm_first must be a bool, got {type(norm_first).__name__} {norm_first!r}")
         self.norm_first = norm_first
         # Creation order = initialisation order of the random weights (and the printed order).
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout, num_kv_heads=num_kv_heads)
         if self.cross_attention:
-            self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+            self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout, num_kv_heads=num_kv_heads)
         self.ff = FeedForward(d_model, dim_feedforward, dropout, activation)
         n = 3 if self.cross_attention else 2
         for i in range(1, n + 1):
@@ -389,13 +508,21 @@ class EncoderLayer(_Layer):
         norm_first: LayerNorm before the sublayer (pre-LN) instead of after the residual sum.
         activation: ``"relu"`` or ``"gelu"``.
         layer_norm_eps: LayerNorm epsilon.
+        num_kv_heads: ``Hkv`` key/value heads of every attention (default ``H``; see
+            :class:`attnlab.attention.MultiHeadAttention`).
     """
 
     cross_attention = False
 
     @refuse_torch_mask_names(src_mask="src_keep", src_key_padding_mask="src_keep")
     def forward(
-        self, x: torch.Tensor, *, src_keep: torch.Tensor | None = None, need_weights: bool = False
+        self,
+        x: torch.Tensor,
+        *,
+        src_keep: torch.Tensor | None = None,
+        need_weights: bool = False,
+        rotary: RotaryEmbedding | None = None,
+        self_bias: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Run the layer.
 
@@ -404,6 +531,8 @@ class EncoderLayer(_Layer):
             src_keep: ``(B, S)`` bool, ``True`` at real tokens (course convention), or ``None``.
                 Not PyTorch's ``src_mask`` / ``src_key_padding_mask`` (``True`` = blocked there).
             need_weights: also return the per-head attention weights (explicit-softmax path).
+            rotary: RoPE applied to the self-attention's queries and keys, or ``None``.
+            self_bias: float ``(1, H, S, S)`` added to the self-attention scores (ALiBi), or ``None``.
 
         Returns:
             ``(x (B, S, E), weights (B, H, S, S) or None)``.
@@ -412,7 +541,14 @@ class EncoderLayer(_Layer):
 
         def self_attention(h):
             return self.self_attn(
-                h, h, h, key_keep=src_keep, need_weights=need_weights, average_attn_weights=False
+                h,
+                h,
+                h,
+                key_keep=src_keep,
+                attn_keep=self_bias,
+                rotary=rotary,
+                need_weights=need_weights,
+                average_attn_weights=False,
             )  # (B, S, E), (B, H, S, S) or None
 
         x, w = self._residual(x, self.norm1, self.dropout1, self_attention)  # (B, S, E)
@@ -456,6 +592,8 @@ class DecoderLayer(_Layer):
         self_cache: dict[str, torch.Tensor] | None = None,
         cross_kv: tuple[torch.Tensor, torch.Tensor] | None = None,
         need_weights: bool = False,
+        rotary: RotaryEmbedding | None = None,
+        self_bias: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """Run the layer.
 
@@ -472,6 +610,8 @@ class DecoderLayer(_Layer):
             cross_kv: ``(k, v)``, each ``(B, H, S, D)``, precomputed from ``memory`` by
                 :meth:`cross_kv`; then ``memory`` itself is not projected again.
             need_weights: also return the per-head weights of both attentions.
+            rotary: RoPE applied to the self-attention's queries and keys (positions ``t ..``), or ``None``.
+            self_bias: float ``(1, H, T, t+T)`` added to the self-attention scores (ALiBi), or ``None``.
 
         Returns:
             ``(y (B, T, E), self weights (B, H, T, t+T) or None, cross weights (B, H, T, S) or None)``.
@@ -488,6 +628,8 @@ class DecoderLayer(_Layer):
                 h,
                 h,
                 key_keep=tgt_keep,
+                attn_keep=self_bias,
+                rotary=rotary,
                 is_causal=h.shape[1] > 1,
                 need_weights=need_weights,
                 average_attn_weights=False,
@@ -511,7 +653,7 @@ class DecoderLayer(_Layer):
             memory: ``(B, S, E)`` encoder output.
 
         Returns:
-            ``(k, v)``, each ``(B, H, S, D)``, as :class:`MultiHeadAttention` keeps them in a cache.
+            ``(k, v)``, each ``(B, Hkv, S, D)``, as :class:`MultiHeadAttention` keeps them in a cache.
         """
         _check_states("memory", memory, self.cross_attn.embed_dim, "(B, S, E)")
         return self.cross_attn.project_kv(memory, memory)  # (B, H, S, D) each
@@ -545,11 +687,14 @@ class _Stack(nn.Module):
         norm_first: bool = True,
         activation: str = "relu",
         layer_norm_eps: float = 1e-5,
+        num_kv_heads: int | None = None,
     ) -> None:
         super().__init__()
         num_layers = check_positive_int("num_layers", num_layers)
-        _check_sizes(d_model, num_heads, dim_feedforward, dropout, layer_norm_eps)
-        kw = dict(norm_first=norm_first, activation=activation, layer_norm_eps=layer_norm_eps)
+        _check_sizes(d_model, num_heads, dim_feedforward, dropout, layer_norm_eps, num_kv_heads)
+        kw = dict(
+            norm_first=norm_first, activation=activation, layer_norm_eps=layer_norm_eps, num_kv_heads=num_kv_heads
+        )
         self.layers = nn.ModuleList(
             self.layer_cls(d_model, num_heads, dim_feedforward, dropout, **kw) for _ in range(num_layers)
         )
@@ -564,16 +709,25 @@ class Encoder(_Stack):
 
     @refuse_torch_mask_names(mask=None, src_mask="src_keep", src_key_padding_mask="src_keep")
     def forward(
-        self, x: torch.Tensor, *, src_keep: torch.Tensor | None = None, need_weights: bool = False
+        self,
+        x: torch.Tensor,
+        *,
+        src_keep: torch.Tensor | None = None,
+        need_weights: bool = False,
+        rotary: RotaryEmbedding | None = None,
+        self_bias: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """``x (B, S, E)`` -> ``(states (B, S, E), per-layer weights [(B, H, S, S)] if need_weights)``.
 
-        ``src_keep``: ``(B, S)`` bool, ``True`` at real tokens, or ``None``.
+        ``src_keep``: ``(B, S)`` bool, ``True`` at real tokens, or ``None``; ``rotary`` / ``self_bias``:
+        see :meth:`EncoderLayer.forward` (the same for every layer).
         """
         _check_states("x", x, self.layers[0].self_attn.embed_dim, "(B, S, E)")
         maps = []
         for layer in self.layers:
-            x, w = layer(x, src_keep=src_keep, need_weights=need_weights)  # (B, S, E)
+            x, w = layer(
+                x, src_keep=src_keep, need_weights=need_weights, rotary=rotary, self_bias=self_bias
+            )  # (B, S, E)
             if w is not None:
                 maps.append(w)
         return self.norm(x), maps  # (B, S, E)
@@ -599,6 +753,8 @@ class Decoder(_Stack):
         src_keep: torch.Tensor | None = None,
         caches: list[tuple[dict, tuple[torch.Tensor, torch.Tensor]]] | None = None,
         need_weights: str | bool = False,
+        rotary: RotaryEmbedding | None = None,
+        self_bias: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
         """Run all layers.
 
@@ -610,6 +766,7 @@ class Decoder(_Stack):
                 :meth:`DecoderLayer.forward`).
             need_weights: ``True`` = weights of every layer; ``"last"`` = of the last layer only (all
                 other layers stay on the fused fast path); ``False`` = none.
+            rotary, self_bias: see :meth:`DecoderLayer.forward` (the same for every layer).
 
         Returns:
             ``(y (B, T, E), self weights [(B, H, T, t+T)], cross weights [(B, H, T, S)])``.
@@ -624,7 +781,14 @@ class Decoder(_Stack):
             want = need_weights is True or (need_weights == "last" and i == n - 1)
             self_cache, cross_kv = caches[i] if caches is not None else (None, None)
             y, w_self, w_cross = layer(
-                y, memory, src_keep=src_keep, self_cache=self_cache, cross_kv=cross_kv, need_weights=want
+                y,
+                memory,
+                src_keep=src_keep,
+                self_cache=self_cache,
+                cross_kv=cross_kv,
+                need_weights=want,
+                rotary=rotary,
+                self_bias=self_bias,
             )  # (B, T, E)
             if want:
                 self_maps.append(w_self)
@@ -649,11 +813,16 @@ class TransformerConfig:
         dim_feedforward: ``F``.
         dropout: dropout on embeddings, attention weights, sublayer outputs and inside the FFN.
         norm_first: pre-LN (``True``, the course's default) or post-LN (``False``, the 2017 paper).
-        positions: ``"sinusoidal"``, ``"learned"`` or ``"none"``.
+        positions: ``"sinusoidal"`` (added to the embeddings; the default), ``"learned"``, ``"rope"``
+            (rotary, in self-attention), ``"alibi"`` (distance bias on the self-attention scores) or
+            ``"none"``. Checkpoints saved before ``"rope"``/``"alibi"`` existed load unchanged.
         max_len: ``P``: longest source, and most target positions (decoding steps), the model accepts.
         activation: ``"relu"`` (the paper) or ``"gelu"``.
         tie_embeddings: share the target embedding matrix with the output projection (as the paper).
         layer_norm_eps: LayerNorm epsilon.
+        num_kv_heads: ``Hkv`` key/value heads of every attention; ``None`` (default) means
+            ``num_heads`` (plain multi-head attention, as every checkpoint saved before this field);
+            1 is multi-query attention.
     """
 
     src_vocab_size: int
@@ -670,6 +839,7 @@ class TransformerConfig:
     activation: str = "relu"
     tie_embeddings: bool = False
     layer_norm_eps: float = 1e-5
+    num_kv_heads: int | None = None
 
     def __post_init__(self):
         for name in (
@@ -680,11 +850,18 @@ class TransformerConfig:
             "max_len",
         ):
             check_positive_int(name, getattr(self, name))
-        _check_sizes(self.d_model, self.num_heads, self.dim_feedforward, self.dropout, self.layer_norm_eps)
+        _check_sizes(
+            self.d_model, self.num_heads, self.dim_feedforward, self.dropout, self.layer_norm_eps, self.num_kv_heads
+        )
         if self.positions not in POSITIONS:
             raise ValueError(f"positions={self.positions!r}; expected one of {POSITIONS}")
         if self.positions == "sinusoidal" and self.d_model % 2:
             raise ValueError(f"sinusoidal positions need an even d_model, got {self.d_model}")
+        if self.positions == "rope" and (self.d_model // self.num_heads) % 2:
+            raise ValueError(
+                f"rope positions need an even head dim d_model // num_heads, got {self.d_model}"
+                f" // {self.num_heads} = {self.d_model // self.num_heads}"
+            )
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"activation={self.activation!r}; expected one of {sorted(ACTIVATIONS)}")
         for name in ("norm_first", "tie_embeddings"):
@@ -715,7 +892,12 @@ class Transformer(nn.Module):
         self.src_pos = PositionalEncoding(c.positions, E, c.max_len)
         self.tgt_pos = PositionalEncoding(c.positions, E, c.max_len)
         self.drop = nn.Dropout(c.dropout)
-        kw = dict(norm_first=c.norm_first, activation=c.activation, layer_norm_eps=c.layer_norm_eps)
+        kw = dict(
+            norm_first=c.norm_first,
+            activation=c.activation,
+            layer_norm_eps=c.layer_norm_eps,
+            num_kv_heads=c.num_kv_heads,
+        )
         self.encoder = Encoder(c.num_encoder_layers, E, c.num_heads, c.dim_feedforward, c.dropout, **kw)
         self.decoder = Decoder(c.num_decoder_layers, E, c.num_heads, c.dim_feedforward, c.dropout, **kw)
         if c.tie_embeddings:
@@ -723,6 +905,8 @@ class Transformer(nn.Module):
             self.out_bias = nn.Parameter(torch.zeros(c.tgt_vocab_size))
         else:
             self.out = nn.Linear(E, c.tgt_vocab_size)
+        # No parameters and nothing saved: the state_dict is the same for every kind of positions.
+        self.rotary = RotaryEmbedding(E // c.num_heads) if c.positions == "rope" else None
         self.use_cache = True
 
     # ----------------------------------------------------------------- checks and helpers
@@ -740,6 +924,14 @@ class Transformer(nn.Module):
     def _embed(self, emb: nn.Embedding, pos: PositionalEncoding, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
         x = emb(ids) * math.sqrt(self.config.d_model)  # (B, L, E)
         return self.drop(pos(x, offset))  # (B, L, E)
+
+    def _self_positions(self, L: int, S: int, device) -> dict:
+        """The position arguments of the self-attention of ``L`` queries over ``S`` keys (both stacks)."""
+        c = self.config
+        bias = None
+        if c.positions == "alibi":
+            bias = alibi_bias(c.num_heads, L, S, device=device, dtype=self.src_emb.weight.dtype)[None]  # (1, H, L, S)
+        return dict(rotary=self.rotary, self_bias=bias)
 
     def _logits(self, y: torch.Tensor) -> torch.Tensor:
         if self.config.tie_embeddings:
@@ -765,7 +957,10 @@ class Transformer(nn.Module):
         if not bool(keep.any(1).all()):
             raise ValueError("every source sentence needs at least one token (found an all-padding row)")
         x = self._embed(self.src_emb, self.src_pos, src)  # (B, S, E)
-        states, maps = self.encoder(x, src_keep=keep, need_weights=need_weights)  # (B, S, E)
+        S = src.shape[1]
+        states, maps = self.encoder(
+            x, src_keep=keep, need_weights=need_weights, **self._self_positions(S, S, src.device)
+        )  # (B, S, E)
         return states, keep, maps
 
     def encode(self, src: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -787,7 +982,7 @@ class Transformer(nn.Module):
 
     # ----------------------------------------------------------------- decoding protocol
     def init_state(self, memory: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Empty decoder state: per layer a key/value cache ``self_k{i}``, ``self_v{i}`` ``(B, H, 0, D)``.
+        """Empty decoder state: per layer a key/value cache ``self_k{i}``, ``self_v{i}`` ``(B, Hkv, 0, D)``.
 
         With ``use_cache = False`` the state is the decoded prefix ``ys (B, 0)`` instead.
         """
@@ -798,7 +993,8 @@ class Transformer(nn.Module):
             return {"ys": torch.zeros(B, 0, dtype=torch.long, device=states.device)}  # (B, 0)
         c = self.config
         D = c.d_model // c.num_heads
-        empty = states.new_zeros(B, c.num_heads, 0, D)  # (B, H, 0, D)
+        Hkv = c.num_heads if c.num_kv_heads is None else c.num_kv_heads
+        empty = states.new_zeros(B, Hkv, 0, D)  # (B, Hkv, 0, D)
         state = {}
         for i in range(c.num_decoder_layers):
             state[f"self_k{i}"], state[f"self_v{i}"] = empty, empty
@@ -831,7 +1027,11 @@ class Transformer(nn.Module):
             ys = torch.cat([state["ys"], y_prev.unsqueeze(1)], dim=1)  # (B, t+1)
             y = self._embed(self.tgt_emb, self.tgt_pos, ys)  # (B, t+1, E)
             y, _, cross = self.decoder(
-                y, memory["states"], src_keep=memory["mask"], need_weights="last"
+                y,
+                memory["states"],
+                src_keep=memory["mask"],
+                need_weights="last",
+                **self._self_positions(t + 1, t + 1, ys.device),
             )  # (B, t+1, E)
             logits = self._logits(y[:, -1])  # (B, V)
             return logits, {"ys": ys}, cross[-1][:, :, -1].mean(1)  # (B, V), ..., (B, S)
@@ -839,14 +1039,19 @@ class Transformer(nn.Module):
         for i in range(self.config.num_decoder_layers):
             if f"self_k{i}" not in state or f"self_v{i}" not in state:
                 raise ValueError(f"state has no key/value cache for decoder layer {i} (self_k{i}, self_v{i})")
-            self_cache = {"k": state[f"self_k{i}"], "v": state[f"self_v{i}"]}  # (B, H, t, D) each
-            caches.append((self_cache, (memory[f"cross_k{i}"], memory[f"cross_v{i}"])))  # (B, H, S, D) each
+            self_cache = {"k": state[f"self_k{i}"], "v": state[f"self_v{i}"]}  # (B, Hkv, t, D) each
+            caches.append((self_cache, (memory[f"cross_k{i}"], memory[f"cross_v{i}"])))  # (B, Hkv, S, D) each
         y = self._embed(self.tgt_emb, self.tgt_pos, y_prev.unsqueeze(1), offset=t)  # (B, 1, E)
         y, _, cross = self.decoder(
-            y, memory["states"], src_keep=memory["mask"], caches=caches, need_weights="last"
+            y,
+            memory["states"],
+            src_keep=memory["mask"],
+            caches=caches,
+            need_weights="last",
+            **self._self_positions(1, t + 1, y_prev.device),
         )  # (B, 1, E)
         for i, (self_cache, _) in enumerate(caches):
-            new_state[f"self_k{i}"], new_state[f"self_v{i}"] = self_cache["k"], self_cache["v"]  # (B, H, t+1, D)
+            new_state[f"self_k{i}"], new_state[f"self_v{i}"] = self_cache["k"], self_cache["v"]  # (B, Hkv, t+1, D)
         logits = self._logits(y[:, 0])  # (B, V)
         return logits, new_state, cross[-1][:, :, 0].mean(1)  # (B, V), ..., (B, S)
 
@@ -873,8 +1078,13 @@ class Transformer(nn.Module):
         self._check_pair(src, tgt_in)
         states, keep, _ = self._encode(src)  # (B, S, E), (B, S)
         y = self._embed(self.tgt_emb, self.tgt_pos, tgt_in)  # (B, T, E)
+        T = tgt_in.shape[1]
         y, _, cross = self.decoder(
-            y, states, src_keep=keep, need_weights="last" if return_attention else False
+            y,
+            states,
+            src_keep=keep,
+            need_weights="last" if return_attention else False,
+            **self._self_positions(T, T, tgt_in.device),
         )  # (B, T, E)
         logits = self._logits(y)  # (B, T, V)
         if not return_attention:
@@ -895,7 +1105,10 @@ class Transformer(nn.Module):
             self._check_pair(src, tgt_in)
             states, keep, enc_maps = self._encode(src, need_weights=True)  # (B, S, E)
             y = self._embed(self.tgt_emb, self.tgt_pos, tgt_in)  # (B, T, E)
-            _, self_maps, cross_maps = self.decoder(y, states, src_keep=keep, need_weights=True)
+            T = tgt_in.shape[1]
+            _, self_maps, cross_maps = self.decoder(
+                y, states, src_keep=keep, need_weights=True, **self._self_positions(T, T, tgt_in.device)
+            )
         return {
             "encoder": torch.stack(enc_maps, dim=1),  # (B, N, H, S, S)
             "decoder": torch.stack(self_maps, dim=1),  # (B, N, H, T, T)
