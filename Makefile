@@ -13,7 +13,7 @@ UPGRADE_VENV ?= /tmp/attnlab-upgrade
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: setup lab test lint unit notebooks lesson exercises browser bench checkpoints clean-corpus constraints upgrade-check
+.PHONY: setup lab test lint unit notebooks lesson exercises browser site bench checkpoints clean-corpus constraints upgrade-check
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,7 +24,10 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 
 setup: $(STAMP)
 
+# The lessons are trusted first (they are ours): JupyterLab shows an untrusted notebook's saved
+# widgets as raw text until its cells run again.
 lab: setup
+	$(VENV)/bin/jupyter trust notebooks/[0-9][0-9]_*.ipynb >/dev/null
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --ip=127.0.0.1 --no-browser $(ROOT_FLAG)
 
 # Two workers (the course machine has 2 cores; every kernel and test uses one thread). nbval keeps
@@ -50,6 +53,12 @@ notebooks: setup
 browser: setup
 	$(VENV)/bin/pytest tests/browser
 
+# The course website in site/ (open site/index.html), built offline from the committed notebooks:
+# Sphinx + MyST-NB, with MathJax, RequireJS and the widget manager from the npm registry (needs npm
+# once; the tarballs are cached and sha512-checked in build/npm/). tests/browser/test_site.py checks it.
+site: setup
+	$(PY) scripts/build_site.py --out site
+
 # The exercise version of every lesson: exercises/NN_*.ipynb, each solution replaced by a stub
 # (solutions stay in notebooks/; tests/test_exercises.py proves every check fails on its stub).
 exercises: setup
@@ -61,6 +70,7 @@ lesson: setup
 
 bench: setup
 	$(PY) benchmarks/bench_mha.py
+	$(PY) benchmarks/bench_scale.py
 
 # Retrain every shipped model (both pairs) and rewrite data/checkpoints + data/results, then the
 # fixture of tests/test_shipped_models.py and the README table. Hours on the cpu profile. The lesson
@@ -70,6 +80,7 @@ checkpoints: setup
 	$(PY) -m attnlab.experiments $(SHIPPED_MODELS) --pair fr --ship --curve-every 100
 	$(PY) -m attnlab.experiments $(SHIPPED_MODELS) --pair ko --ship --curve-every 100
 	$(PY) scripts/compare_luong.py --pair fr ko --jobs 2
+	$(PY) scripts/lesson08_experiments.py
 	$(PY) scripts/make_shipped_fixture.py
 	$(PY) -m attnlab.report --readme
 

@@ -12,12 +12,18 @@ import torch
 
 pytest.importorskip("ipywidgets")
 import ipywidgets as widgets  # noqa: E402
+from ipywidgets.widgets.widget_link import Link  # noqa: E402
 
 from attnlab.widgets import decode_stepper  # noqa: E402
-from attnlab.widgets._live import figure_png, live, new_figure, picture  # noqa: E402
+from attnlab.widgets._live import figure_png, flipbook, live, new_figure, picture  # noqa: E402
 from attnlab.widgets.head_viewer import head_viewer, plot_head_viewer, update_head_viewer  # noqa: E402
 from attnlab.widgets.mask_lab import mask_lab_widget, plot_mask_lab, update_mask_lab  # noqa: E402
-from attnlab.widgets.score_playground import score_playground_widget, temperature_widget  # noqa: E402
+from attnlab.widgets.score_playground import (  # noqa: E402
+    score_playground_widget,
+    temperature_flipbook,
+    temperature_widget,
+    update_temperature,
+)
 from attnlab.widgets.worked_example import worked_example_widget  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -190,3 +196,32 @@ def test_stepper_handles_one_change_at_a_time_across_threads(monkeypatch):
     assert overlaps == []
     labels = [*splits.test[choose.value].src, "<eos>"]
     assert chart.value == PNG + bytes(str(tuple(labels)), "utf8")
+
+
+def test_flipbook_moves_in_the_browser_alone():
+    """The d_k flipbook: one frame per d_k, drawn from update_temperature unscaled and scaled, and the
+    slider tied to the shown frame by a jslink (a browser-side link: no kernel needed, so it moves on
+    the static website)."""
+    plt.close("all")
+    book = temperature_flipbook(d_ks=(1, 64, 1024))
+    assert plt.get_fignums() == []
+    slider, stack = book.children
+    assert isinstance(stack, widgets.Stack) and len(stack.children) == 3 == len(book.frames)
+    assert "attnlab-flipbook" in book._dom_classes
+    assert [img.value for img in stack.children] == book.frames and all(f.startswith(PNG) for f in book.frames)
+    assert len(set(book.frames)) == 3  # every d_k draws a different picture
+    links = [w for w in widgets.Widget.widgets.values() if isinstance(w, Link)
+             and w.source == (slider, "index") and w.target == (stack, "selected_index")]
+    assert len(links) == 1
+    # each frame shows what update_temperature gives for its d_k, without and with the scale
+    unscaled, scaled = book.results[2]
+    assert unscaled["max_weight"] == update_temperature(1024, 1.0, scale=False)["max_weight"]
+    assert scaled["max_weight"] == update_temperature(1024, 1.0, scale=True)["max_weight"] < unscaled["max_weight"]
+
+
+def test_flipbook_rejects_frames_that_do_not_match():
+    png = figure_png(new_figure((1, 1)))
+    with pytest.raises(ValueError, match="one frame per option, got 2 options and 1 frames"):
+        flipbook([1, 2], [png], description="x")
+    with pytest.raises(TypeError, match="frames must be PNG bytes"):
+        flipbook([1], ["not a png"], description="x")

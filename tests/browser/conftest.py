@@ -17,7 +17,7 @@ from .lab import LessonRuns, launch_options, skip_reason, start_lab
 SKIP_REASON = skip_reason()
 LATENCIES: list = []  # every timed update of the session, for the summary below
 
-# Lessons whose Run All is long (lesson 03 trains three 200-step live runs): started when the
+# Lessons whose Run All is long (lesson 03 scores every shipped Luong model): started when the
 # session's first lesson test starts, and driven last, so that their training overlaps the other
 # lessons. Each other lesson starts while the one before is being driven. ATTNLAB_BROWSER_SERIAL=1
 # runs every lesson alone instead (slower, but no latency is measured while another kernel works).

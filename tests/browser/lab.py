@@ -130,6 +130,7 @@ def scratch_course(root: Path) -> dict[str, str]:
     (root / "notebooks").mkdir(parents=True)
     for nb in sorted((REPO / "notebooks").glob("*.ipynb")):
         shutil.copy2(nb, root / "notebooks" / nb.name)
+    trust(sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb")))
     for entry in REPO.iterdir():
         if entry.name.startswith(".") or entry.name in ("notebooks", "data"):
             continue
@@ -154,6 +155,13 @@ def scratch_course(root: Path) -> dict[str, str]:
         "JUPYTER_CONFIG_DIR": str(root / "jupyter-config"),
         "JUPYTER_RUNTIME_DIR": str(root / "jupyter-runtime"),
     }
+
+
+def trust(notebooks: list[Path]) -> None:
+    """Trust the lessons as ``make lab`` does (``jupyter trust``): JupyterLab shows the saved widgets of an
+    untrusted notebook as raw ``VBox(children=…`` text until its cells are run again."""
+    jupyter = Path(sys.executable).parent / "jupyter"
+    subprocess.run([str(jupyter), "trust", *map(str, notebooks)], check=True, capture_output=True)
 
 
 def start_lab(root: Path, *, timeout: float = 90.0) -> LabServer:
@@ -225,10 +233,16 @@ PAGE_JS = r"""
     sig,
     arm(root) {
       const pictures = () => [...root.querySelectorAll('img')].filter(visible).length;
-      // fewest pictures shown at any moment of the change: below the count before, a frame showed
-      // the widget without its picture (a cleared Output refilled in two messages)
+      // fewest pictures in any frame painted during the change (sampled before each paint): below
+      // the count before, the learner saw the widget without its picture (a cleared Output refilled
+      // in two messages). A swap within one task (a Stack changing its child view) is never painted.
       const probe = {before: sig(root), t0: null, t1: null, last: performance.now(), changes: 0,
                      pictures_before: pictures(), pictures_min: pictures()};
+      probe.frame = () => {
+        probe.pictures_min = Math.min(probe.pictures_min, pictures());
+        probe.raf = requestAnimationFrame(probe.frame);
+      };
+      probe.raf = requestAnimationFrame(probe.frame);
       const stamp = () => { if (probe.t1 === null) probe.t0 = performance.now(); };
       probe.abort = new AbortController();
       for (const ev of ['keydown', 'input', 'change', 'click', 'pointerdown', 'pointermove', 'pointerup']) {
@@ -243,7 +257,6 @@ PAGE_JS = r"""
           }
         }
         if (probe.t1 === null && sig(root) !== probe.before) probe.t1 = performance.now();
-        probe.pictures_min = Math.min(probe.pictures_min, pictures());
         probe.changes += 1;
       });
       probe.observer.observe(root, {subtree: true, childList: true, attributes: true, characterData: true});
@@ -260,7 +273,7 @@ PAGE_JS = r"""
     },
     async disarm(root) {
       const p = window.__attnlabProbe;
-      p.observer.disconnect(); p.abort.abort();
+      p.observer.disconnect(); p.abort.abort(); cancelAnimationFrame(p.raf);
       const differs = sig(root) !== p.before;
       return {latency_ms: p.t1 === null || p.t0 === null ? null : p.t1 - p.t0, changed: p.t1 !== null && differs,
               draws: Math.max(0, ...p.draws.values()), images: await window.__attnlab.images(root),
@@ -302,7 +315,37 @@ NOTEBOOK_STATE_JS = r"""
     const text = o.innerText || '';
     if (/Traceback \(most recent call last\)|Error displaying widget/.test(text)) errors.push(text.slice(0, 2000));
   });
-  return {cells: cells.length, unrun, errors};
+  // Printed tables that JupyterLab wraps (its text outputs wrap long lines) and HTML tables wider
+  // than the output area: at the window's width a learner sees them broken or cut off.
+  const wrapped = [];
+  if (!document.getElementById('attnlab-lay-out-all')) {  // off-screen cells are not laid out (content-visibility)
+    const style = document.createElement('style');
+    style.id = 'attnlab-lay-out-all';
+    style.textContent = '.jp-Notebook .jp-Cell { content-visibility: visible !important; }';
+    document.head.appendChild(style);
+  }
+  // A printed table: three or more lines with columns (two or more spaces between words). Long
+  // prose lines (an example sentence) may wrap; a table's rows may not.
+  document.querySelectorAll('.jp-Notebook .jp-RenderedText pre').forEach(pre => {
+    const rows = pre.textContent.split('\n').filter(l => /\S {2,}\S/.test(l));
+    if (rows.length < 3) return;
+    const probe = pre.cloneNode(false);
+    probe.textContent = rows.join('\n');
+    Object.assign(probe.style, {whiteSpace: 'pre', position: 'absolute', visibility: 'hidden', width: 'auto'});
+    pre.parentNode.appendChild(probe);
+    if (probe.scrollWidth > pre.clientWidth + 1) {
+      const line = rows.reduce((a, b) => (b.length > a.length ? b : a), '');
+      wrapped.push(`table wraps (${probe.scrollWidth} px in ${pre.clientWidth} px): ${line.slice(0, 100)}`);
+    }
+    probe.remove();
+  });
+  document.querySelectorAll('.jp-Notebook .jp-RenderedHTMLCommon table').forEach(t => {
+    const area = t.closest('.jp-OutputArea-output');
+    if (area && t.scrollWidth > area.clientWidth + 1) {
+      wrapped.push(`table wider than its output (${t.scrollWidth} px in ${area.clientWidth} px): ${t.innerText.slice(0, 100)}`);
+    }
+  });
+  return {cells: cells.length, unrun, errors, wrapped};
 }
 """
 

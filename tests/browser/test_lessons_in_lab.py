@@ -2,7 +2,8 @@
 end to end as a learner runs it (open, Run menu -> Run All Cells, wait for idle).
 
 The training lessons run with ``ATTNLAB_USE_SHIPPED=1`` (lesson 00 explains it): ``experiments.run``
-loads the shipped model instead of training it, so only lesson 03's three 200-step live runs train.
+loads the shipped model instead of training it (lesson 03 skips its three 200-step live runs, of which
+no model is shipped), so no lesson trains in the browser.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def _check_run(page, recorder, lesson: str) -> None:
     state = notebook_state(page)
     assert not state["errors"], f"{lesson}: error output after Run All:\n" + "\n---\n".join(state["errors"])
     assert state["unrun"] == 0, f"{lesson}: {state['unrun']} of {state['cells']} code cells did not run"
+    assert not state["wrapped"], f"{lesson}: outputs too wide for a 1280 px window:\n" + "\n".join(state["wrapped"])
 
 
 @pytest.mark.parametrize("lesson", ["00_welcome.ipynb"])
@@ -104,3 +106,53 @@ def test_the_harness_sees_broken_widgets_and_double_draws(page):
     assert update.changed and update.draws == 2
     update, _ = timed_change(page, widget, "fake", "nothing", lambda: None, timeout_ms=500)
     assert not update.changed
+    assert not update.lost_picture
+
+    def blank_for_a_while():  # a picture taken away and given back 100 ms later: painted without it
+        page.evaluate("() => { const p = document.getElementById('pic'); const box = p.parentNode; p.remove();"
+                      " setTimeout(() => { p.src = 'data:,4'; box.appendChild(p); }, 100); }")
+
+    update, _ = timed_change(page, widget, "fake", "blank", blank_for_a_while, timeout_ms=3_000)
+    assert update.changed and update.lost_picture
+
+    def swap_in_one_task():  # a new picture in place of the old one within one task: never painted without
+        page.evaluate("() => { const p = document.getElementById('pic'); const box = p.parentNode; p.remove();"
+                      " const q = document.createElement('img'); q.id = 'pic'; q.src = 'data:,5'; box.appendChild(q); }")
+
+    update, _ = timed_change(page, widget, "fake", "swap", swap_in_one_task, timeout_ms=3_000)
+    assert update.changed and not update.lost_picture
+
+
+SAVED_PICTURES_JS = r"""
+(root) => [...root.querySelectorAll('img')].filter(el => el.getClientRects().length > 0)
+    .map(el => ({complete: el.complete, width: el.naturalWidth}))
+"""
+
+
+def test_saved_widgets_show_before_the_lesson_runs(browser, browser_context_args, lab):
+    """A lesson opened and not run shows its widgets' last pictures from the saved widget state (the
+    committed notebooks store it, and ``make lab`` trusts them), never raw ``VBox(children=…`` text."""
+    from .lab import open_lesson
+
+    context = browser.new_context(**browser_context_args)
+    page = context.new_page()
+    problems = []
+    try:
+        for lesson in WIDGET_LESSONS:
+            open_lesson(page, lab, lesson)
+            page.wait_for_function(
+                "n => document.querySelectorAll('.jp-Notebook .jp-OutputArea-output > .jupyter-widgets').length >= n",
+                arg=len(EXPECTED[lesson]), timeout=30_000, polling=200,
+            )
+            found = widget_outputs(page)
+            if len(found) != len(EXPECTED[lesson]) or not all(f["rendered"] for f in found):
+                problems.append(f"{lesson}: saved widgets {found}")
+                continue
+            for f in found:
+                shown = widget_locator(page, f["index"]).evaluate(SAVED_PICTURES_JS)
+                if not shown or not all(p["complete"] and p["width"] > 0 for p in shown):
+                    problems.append(f"{lesson}: widget {f['index']} shows no saved picture: {shown}")
+            lab.shutdown_kernel(lesson)
+    finally:
+        context.close()
+    assert not problems, "\n".join(problems)

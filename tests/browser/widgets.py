@@ -50,6 +50,7 @@ EXPECTED: dict[str, list[WidgetSpec]] = {
     "03_luong_attention.ipynb": [
         one("score_playground", number=4 + 4 * 4),  # the query (4 numbers) and four keys (4 each)
         one("temperature_slider", slider=2, checkbox=1),  # d_k, T, "divide by sqrt(d_k)"
+        one("temperature_flipbook", slider=1),  # d_k over precomputed frames (jslink, no kernel)
     ],
     "04_self_attention.ipynb": [one("worked_example", number=3 * 4 + 3 * (4 * 3), checkbox=1)],  # X, W_Q, W_K, W_V
     "05_masking_multihead.ipynb": [
@@ -67,6 +68,7 @@ EXPECTED: dict[str, list[WidgetSpec]] = {
             ),
         ),
     ],
+    "08_attention_at_scale.ipynb": [one("scale_explorer", slider=3)],  # N, block, KV heads
 }
 
 # Controls found in a widget's visible DOM, each marked with data-attnlab-control so Python can reach it.
@@ -178,7 +180,7 @@ def _drag(page, loc, control: dict):
 def _change(
     page, widget, name: str, control: dict, run: WidgetRun, reference: list[dict], step: int, *, drag: bool = False
 ) -> None:
-    loc = page.locator(f'[data-attnlab-control="{control["id"]}"]')
+    loc = widget.locator(f'[data-attnlab-control="{control["id"]}"]')
     kind, label = control["kind"], control["label"] or control["id"]
     if kind == "slider" and drag:
         what = f"slider {label!r} dragged"

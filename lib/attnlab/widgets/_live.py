@@ -20,7 +20,7 @@ import io
 import threading
 from collections.abc import Callable, Iterable
 
-__all__ = ["live", "new_figure", "figure_png", "picture"]
+__all__ = ["live", "new_figure", "figure_png", "picture", "flipbook"]
 
 
 def new_figure(figsize: tuple[float, float], **kwargs):
@@ -89,4 +89,35 @@ def live(
     for control in controls:
         control.observe(refresh, names="value")
     refresh()
+    return root
+
+
+def flipbook(options, frames, *, description: str):
+    """A slider over precomputed pictures that moves without Python (so also on the static website).
+
+    The slider's position selects one of ``frames`` in the browser: a ``jslink`` ties the slider's
+    index to an ``ipywidgets.Stack`` of images, so moving it sends nothing to the kernel and works
+    on a page with no kernel at all, from the saved widget state.
+
+    Args:
+        options: the slider's choices, one per frame (e.g. the values of ``d_k``).
+        frames: PNG bytes, one per option, in the same order.
+        description: the slider's label.
+
+    Returns:
+        an ``ipywidgets.VBox`` (slider above the pictures); ``.frames`` holds the PNGs.
+    """
+    import ipywidgets as widgets
+
+    options, frames = list(options), list(frames)
+    if not options or len(options) != len(frames):
+        raise ValueError(f"flipbook needs one frame per option, got {len(options)} options and {len(frames)} frames")
+    if not all(isinstance(png, bytes) and png.startswith(b"\x89PNG") for png in frames):
+        raise TypeError("flipbook frames must be PNG bytes (see figure_png())")
+    slider = widgets.SelectionSlider(options=options, value=options[0], description=description)
+    stack = widgets.Stack(children=[widgets.Image(value=png, format="png") for png in frames], selected_index=0)
+    widgets.jslink((slider, "index"), (stack, "selected_index"))
+    root = widgets.VBox([slider, stack])
+    root.add_class("attnlab-flipbook")  # how the website's test finds it
+    root.frames = frames
     return root

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import torch
 
 from attnlab.scores import SCORE_KINDS, AttentionScore
-from attnlab.widgets._live import live, new_figure, picture
+from attnlab.widgets._live import figure_png, flipbook, live, new_figure, picture
 
 __all__ = [
     "PLAYGROUND_KINDS",
@@ -326,3 +326,28 @@ def temperature_widget(d_k: int = 64, temperature: float = 1.0, *, scale: bool =
         return fig
 
     return live(root, text, plot, (dk, temp, scale_box), compute, format_temperature, draw)
+
+
+def temperature_flipbook(d_ks=D_K_CHOICES, temperature: float = 1.0, *, n_keys: int = 8, seed: int = 0):
+    """A ``d_k`` slider over precomputed frames: the weights without and with the ``sqrt(d_k)`` scale.
+
+    Each frame draws :func:`update_temperature` for one ``d_k`` twice, side by side (unscaled, then
+    scaled); the frames are made once here, so the slider moves in the browser alone (also on the
+    course website, where no kernel runs). See :func:`attnlab.widgets._live.flipbook`.
+
+    Returns:
+        an ``ipywidgets.VBox``; ``.frames`` holds one PNG per ``d_k`` and ``.results`` the
+        ``(unscaled, scaled)`` :func:`update_temperature` dicts behind each frame.
+    """
+    results, frames = [], []
+    for d_k in d_ks:
+        pair = tuple(update_temperature(d_k, temperature, scale=s, n_keys=n_keys, seed=seed) for s in (False, True))
+        fig = new_figure((8.4, 2.3))
+        for ax, result in zip(fig.subplots(1, 2), pair, strict=True):
+            plot_temperature(result, ax=ax)
+            ax.set_xlabel(f"max weight {result['max_weight']:.2f}, entropy {result['entropy']:.2f} nats", fontsize=8)
+        results.append(pair)
+        frames.append(figure_png(fig, dpi=80))
+    root = flipbook(d_ks, frames, description="d_k")
+    root.results = results
+    return root
