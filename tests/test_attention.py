@@ -1,6 +1,6 @@
 """Tests of attnlab.attention: equal to PyTorch's attention, masks, fully masked rows, errors.
 
-The largest absolute error of every comparison with PyTorch is recorded in ``MAX_ERRORS`` and
+The largest absolute error of every comparison with PyTorch is recorded in ``ERRORS`` and
 printed at the end of the module (visible with ``pytest -s``).
 """
 
@@ -22,24 +22,18 @@ from attnlab.attention import (
 )
 from attnlab.masks import causal_mask, padding_mask, to_nn_mha_mask
 
+from .error_log import ErrorLog
+
 DTYPES = [torch.float32, torch.float64]
 TOL = {torch.float32: {"atol": 2e-5, "rtol": 1e-4}, torch.float64: {"atol": 1e-10, "rtol": 1e-8}}
-MAX_ERRORS: dict[str, float] = {}
-
-
-def assert_close_logged(key: str, actual: torch.Tensor, expected: torch.Tensor) -> None:
-    """``assert_close`` with the course tolerance of the dtype, remembering the max abs error."""
-    err = (actual.detach() - expected.detach()).abs().max().item() if actual.numel() else 0.0
-    MAX_ERRORS[key] = max(MAX_ERRORS.get(key, 0.0), err)
-    torch.testing.assert_close(actual, expected, **TOL[actual.dtype])
+ERRORS = ErrorLog(TOL)
+assert_close_logged = ERRORS.close
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _print_max_errors():
     yield
-    print("\nmax abs error vs PyTorch:")
-    for key, err in sorted(MAX_ERRORS.items()):
-        print(f"  {key:45s} {err:.3e}")
+    ERRORS.report("max abs error vs PyTorch")
 
 
 def make_mask(kind: str, batch: tuple[int, ...], L: int, S: int, dtype: torch.dtype, gen: torch.Generator):

@@ -15,23 +15,18 @@ from attnlab import scale
 from attnlab.masks import causal_mask
 from attnlab.transformer import Transformer, TransformerConfig
 
+from .error_log import ErrorLog
+
 # The targets: float32 rounding (1e-5) and 1e-12 in float64.
 TOL = {torch.float32: {"atol": 1e-5, "rtol": 0.0}, torch.float64: {"atol": 1e-12, "rtol": 0.0}}
-MAX_ERRORS: dict[str, float] = {}
-
-
-def close(key: str, actual: torch.Tensor, expected: torch.Tensor) -> None:
-    err = (actual.detach() - expected.detach()).abs().max().item() if actual.numel() else 0.0
-    MAX_ERRORS[key] = max(MAX_ERRORS.get(key, 0.0), err)
-    torch.testing.assert_close(actual, expected, **TOL[actual.dtype])
+ERRORS = ErrorLog(TOL)
+close = ERRORS.close
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _print_max_errors():
     yield
-    print("\nmax abs error:")
-    for key, err in sorted(MAX_ERRORS.items()):
-        print(f"  {key:50s} {err:.3e}")
+    ERRORS.report("max abs error")
 
 
 def qkv(dtype, B=2, H=3, L=37, S=45, D=8, Dv=6, seed=0):
