@@ -556,5 +556,6 @@ def sdpa_backends(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kwargs) -
             except RuntimeError as err:
                 reasons = [str(w.message) for w in said if "kernel not used because" not in str(w.message)]
                 reason = (reasons[0] if reasons else str(err)).strip().splitlines()[0]
-                found[backend.name] = "not available: " + reason.split(" (Triggered internally")[0][:160]
+                reason = reason.split(" (Triggered internally")[0].split(". ")[0]  # its first sentence
+                found[backend.name] = "not available: " + reason[:120]
     return found
