@@ -36,7 +36,7 @@ XDIST := -n 2
 test: setup
 	$(VENV)/bin/ruff check lib tests notebooks benchmarks scripts
 	$(VENV)/bin/pytest $(XDIST) tests
-	$(VENV)/bin/pytest tests/browser
+	$(VENV)/bin/pytest tests/browser --durations=6
 	$(VENV)/bin/pytest $(XDIST) --dist loadscope $(NBVAL) notebooks
 
 lint: setup
@@ -51,7 +51,7 @@ notebooks: setup
 # The lessons in JupyterLab, in headless Chromium (tests/browser/README.md). One process: under
 # xdist (`make unit`) they skip with a line pointing here.
 browser: setup
-	$(VENV)/bin/pytest tests/browser
+	$(VENV)/bin/pytest tests/browser --durations=6
 
 # The course website in site/ (open site/index.html), built offline from the committed notebooks:
 # Sphinx + MyST-NB, with MathJax, RequireJS and the widget manager from the npm registry (needs npm
