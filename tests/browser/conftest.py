@@ -59,7 +59,9 @@ def _lesson(item) -> str | None:
 @pytest.fixture(scope="session")
 def lessons(request, browser, browser_context_args, lab):
     """The session's :class:`~.lab.LessonRuns`; the HEAD_START lessons that are selected start now."""
-    runs = LessonRuns(browser, browser_context_args, lab)
+    from .widgets import EXPECTED
+
+    runs = LessonRuns(browser, browser_context_args, lab, widgets={name: len(specs) for name, specs in EXPECTED.items()})
     selected = {_lesson(item) for item in request.session.items} - {None}
     for lesson in HEAD_START:
         if lesson in selected and not SERIAL:

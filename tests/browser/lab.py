@@ -439,9 +439,11 @@ class LessonRuns:
     lesson while this one's widgets are driven keeps both cores of a small machine busy.
     """
 
-    def __init__(self, browser, context_args: dict, server: LabServer):
+    def __init__(self, browser, context_args: dict, server: LabServer, widgets: dict[str, int] | None = None):
         self.browser, self.context_args, self.server = browser, context_args, server
+        self.widgets = widgets or {}  # lesson -> how many widgets its saved outputs display
         self.pages: dict[str, tuple] = {}  # lesson -> (page, recorder, start time)
+        self.saved: dict[str, list[str]] = {}  # lesson -> problems of its saved widgets, seen before Run All
 
     def start(self, lesson: str) -> None:
         if lesson in self.pages:
@@ -451,6 +453,8 @@ class LessonRuns:
         recorder.attach(page)
         begin = time.monotonic()
         open_lesson(page, self.server, lesson)
+        if self.widgets.get(lesson):  # what a learner sees before running anything
+            self.saved[lesson] = saved_widget_problems(page, self.widgets[lesson])
         start_run_all(page)
         self.pages[lesson] = (page, recorder, begin)
 
@@ -470,6 +474,32 @@ class LessonRuns:
     def close_all(self) -> None:
         for lesson in list(self.pages):
             self.close(lesson)
+
+
+# Every saved widget rendered (not raw text, not an error) and showing a decoded picture.
+SAVED_WIDGETS_JS = r"""
+(n) => {
+  const outs = [...document.querySelectorAll('.jp-Notebook .jp-Cell-outputArea > .jp-OutputArea-child > .jp-OutputArea-output')];
+  const shown = outs.filter(o => o.querySelector(':scope > .jupyter-widgets'));
+  if (shown.length < n) return false;
+  return shown.every(o => {
+    const imgs = [...o.querySelectorAll('img')].filter(el => el.getClientRects().length > 0);
+    return imgs.length > 0 && imgs.every(el => el.complete && el.naturalWidth > 0);
+  });
+}
+"""
+
+
+def saved_widget_problems(page, expected: int, *, timeout_ms: int = 30_000) -> list[str]:
+    """Problems of a freshly opened (not yet run) lesson's widgets: each of the ``expected`` widgets
+    must render from the widget state saved in the notebook and show its saved picture."""
+    try:
+        page.wait_for_function(SAVED_WIDGETS_JS, arg=expected, timeout=timeout_ms, polling=200)
+        return []
+    except Exception as exc:  # playwright's TimeoutError: say what was shown instead
+        if "Timeout" not in type(exc).__name__:
+            raise
+        return [f"saved widgets not shown within {timeout_ms / 1000:.0f} s: {widget_outputs(page)}"]
 
 
 def notebook_state(page) -> dict:

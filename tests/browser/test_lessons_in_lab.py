@@ -48,8 +48,11 @@ def test_lesson_00_end_to_end_as_a_learner(lesson_page, lesson):
 
 
 @pytest.mark.parametrize("lesson", WIDGET_LESSONS)
-def test_every_widget_renders_and_moves(lesson_page, latencies, lesson):
-    """Every widget of the lesson rendered, and each of its controls changes what it shows."""
+def test_every_widget_renders_and_moves(lesson_page, lessons, latencies, lesson):
+    """Before the lesson ran, every widget showed its saved picture (the committed notebooks store
+    their widget state, and ``make lab`` trusts them: an untrusted notebook shows raw ``VBox(…`` text);
+    after Run All every widget rendered, and each of its controls changes what it shows."""
+    assert not lessons.saved.get(lesson), f"{lesson}, opened and not run: {lessons.saved[lesson]}"
     page, recorder = lesson_page
     _check_run(page, recorder, lesson)
     found = widget_outputs(page)
@@ -123,36 +126,15 @@ def test_the_harness_sees_broken_widgets_and_double_draws(page):
     assert update.changed and not update.lost_picture
 
 
-SAVED_PICTURES_JS = r"""
-(root) => [...root.querySelectorAll('img')].filter(el => el.getClientRects().length > 0)
-    .map(el => ({complete: el.complete, width: el.naturalWidth}))
-"""
+def test_the_harness_sees_saved_widgets_that_do_not_show(page):
+    """Before Run All: a widget left as raw text, or one whose picture does not decode, is a problem;
+    rendered widgets with decoded pictures are not."""
+    from .lab import saved_widget_problems
 
+    page.set_content(HARNESS_PAGE)  # one rendered widget (an undecodable picture), an error, raw text
+    assert saved_widget_problems(page, 3, timeout_ms=500)
+    assert saved_widget_problems(page, 1, timeout_ms=500)  # "data:,1" is no picture
+    png = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+    page.evaluate(f"() => document.getElementById('pic').src = '{png}'")
+    assert saved_widget_problems(page, 1, timeout_ms=2_000) == []
 
-def test_saved_widgets_show_before_the_lesson_runs(browser, browser_context_args, lab):
-    """A lesson opened and not run shows its widgets' last pictures from the saved widget state (the
-    committed notebooks store it, and ``make lab`` trusts them), never raw ``VBox(children=…`` text."""
-    from .lab import open_lesson
-
-    context = browser.new_context(**browser_context_args)
-    page = context.new_page()
-    problems = []
-    try:
-        for lesson in WIDGET_LESSONS:
-            open_lesson(page, lab, lesson)
-            page.wait_for_function(
-                "n => document.querySelectorAll('.jp-Notebook .jp-OutputArea-output > .jupyter-widgets').length >= n",
-                arg=len(EXPECTED[lesson]), timeout=30_000, polling=200,
-            )
-            found = widget_outputs(page)
-            if len(found) != len(EXPECTED[lesson]) or not all(f["rendered"] for f in found):
-                problems.append(f"{lesson}: saved widgets {found}")
-                continue
-            for f in found:
-                shown = widget_locator(page, f["index"]).evaluate(SAVED_PICTURES_JS)
-                if not shown or not all(p["complete"] and p["width"] > 0 for p in shown):
-                    problems.append(f"{lesson}: widget {f['index']} shows no saved picture: {shown}")
-            lab.shutdown_kernel(lesson)
-    finally:
-        context.close()
-    assert not problems, "\n".join(problems)
