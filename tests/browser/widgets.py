@@ -211,7 +211,8 @@ def _change(
         action = loc.click
     else:
         raise ValueError(f"unknown control kind {kind!r}")
-    update, shown = timed_change(page, widget, name, what, action)
+    # a drag sends many values: wait longer for the last one's picture before the next change
+    update, shown = timed_change(page, widget, name, what, action, quiet_ms=600 if drag else 150)
     run.updates.append(update)
     if not update.changed:
         run.problems.append(f"{name}: {what} did not change what the widget shows")

@@ -61,7 +61,7 @@ def live(
 ):
     """Refresh ``root`` now and whenever one of ``controls`` changes; returns ``root``.
 
-    Every change of a control refreshes once: ``compute()``, then the text, then the picture.
+    Every change of a control refreshes once: ``compute()`` and ``draw``, then the text and the picture.
 
     Args:
         root: the widget's outer box; ``root.result`` always holds the latest ``compute()`` dict.
@@ -80,11 +80,14 @@ def live(
         with lock:
             result = compute()
             root.result = result
-            text.value = "<pre>" + html.escape(describe(result)) + "</pre>"
             fig = draw(result)
             if getattr(fig.canvas, "manager", None) is not None:
                 raise TypeError("draw returned a pyplot figure: make it with attnlab.widgets._live.new_figure()")
-            plot.value = figure_png(fig)
+            png = figure_png(fig)
+            # text and picture are sent one right after the other, once both are ready: the text
+            # never runs ahead of its picture while a slow figure is drawn
+            text.value = "<pre>" + html.escape(describe(result)) + "</pre>"
+            plot.value = png
 
     for control in controls:
         control.observe(refresh, names="value")
