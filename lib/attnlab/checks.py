@@ -20,6 +20,7 @@ T   target length
 from __future__ import annotations
 
 import contextlib
+import math
 import numbers
 from collections.abc import Iterator, Sequence
 
@@ -31,6 +32,7 @@ __all__ = [
     "check_int",
     "check_positive_int",
     "check_probability",
+    "check_float",
     "check_tensor",
     "check_float_tensor",
     "check_token_ids",
@@ -89,6 +91,24 @@ def check_probability(name: str, p, *, allow_one: bool = False) -> float:
         interval = "[0, 1]" if allow_one else "[0, 1)"
         raise ValueError(f"{name} must be in {interval}, got {p}")
     return p
+
+
+def check_float(name: str, value, *, minimum: float = 0.0, strict: bool = False) -> float:
+    """Return ``value`` as a finite float after checking it is ``>= minimum`` (``> minimum`` with ``strict``).
+
+    Loss weights use ``minimum=0`` (``>= 0``); temperatures use ``strict=True`` (``> 0``).
+
+    Raises:
+        TypeError: ``value`` is not a real number (``bool`` included).
+        ValueError: ``value`` is NaN, infinite or below the bound.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a float, got {type(value).__name__} {value!r}")
+    value = float(value)
+    ok = math.isfinite(value) and (value > minimum if strict else value >= minimum)
+    if not ok:
+        raise ValueError(f"{name} must be {'>' if strict else '>='} {minimum}, got {value}")
+    return value
 
 
 def _shape_text(shape: Sequence[str | int]) -> str:

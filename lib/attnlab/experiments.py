@@ -232,6 +232,30 @@ for _kv in (4, 2, 1):
     )
 
 
+# --- Attention variants (lesson 07) ---
+# The lesson-1 Bahdanau model with one switch each (RNNConfig); the training settings stay the preset's.
+def _rnn_variant(name: str, description: str, model: dict) -> None:
+    EXPERIMENTS[name] = {
+        profile: dataclasses.replace(base, name=name, description=description, model={**base.model, **model})
+        for profile, base in EXPERIMENTS["bahdanau"].items()
+    }
+
+
+for _name, _desc, _model in (
+    (
+        "bahdanau_coverage",
+        "coverage vector in the score + coverage loss (weight 1)",
+        dict(coverage=True, coverage_loss=1.0),
+    ),
+    ("bahdanau_supervised", "supervised attention (lambda = 1)", dict(align_loss=1.0)),
+    ("bahdanau_supervised_low", "supervised attention (lambda = 0.1)", dict(align_loss=0.1)),
+    ("bahdanau_location_aware", "location-aware attention (convolution of width 5)", dict(prev_conv=5)),
+    ("bahdanau_monotonic", "monotonic attention (Raffel et al. 2017)", dict(monotonic=True)),
+    ("bahdanau_gumbel", "hard attention, straight-through Gumbel-softmax (tau = 1)", dict(hard="gumbel")),
+):
+    _rnn_variant(_name, f"GRU + Bahdanau, {_desc}", _model)
+
+
 def preset(name: str, profile: str | None = None) -> Experiment:
     """The :class:`Experiment` called ``name`` for ``profile`` (default: the active profile)."""
     if name not in EXPERIMENTS:
@@ -321,7 +345,8 @@ def run(
         splits = _short_training(splits, exp.max_train_src_len)
     device = get_device(profile)
     set_seed(seed)
-    dls = make_dataloaders(splits, src_vocab, tgt_vocab, bs=exp.bs, device=device, seed=seed)
+    supervised = exp.model.get("align_loss", 0) > 0  # the supervised-attention batches carry gold links
+    dls = make_dataloaders(splits, src_vocab, tgt_vocab, bs=exp.bs, device=device, seed=seed, alignments=supervised)
     model = build_model(exp, src_vocab, tgt_vocab).to(device)
     threads = train_threads(profile)
     load_before = results.load_average()

@@ -65,17 +65,30 @@ def encode_pairs(
 
 
 def collate(items: Sequence[tuple[torch.Tensor, ...]], pad: int = PAD) -> tuple[torch.Tensor, ...]:
-    """Pad a list of ``(src, tgt_in, tgt_out)`` items into a batch.
+    """Pad a list of ``(src, tgt_in, tgt_out)`` items (or ``(src, tgt_in, gold, tgt_out)``) into a batch.
 
     Args:
-        items: items from :func:`encode_pairs`.
+        items: items from :func:`encode_pairs` (with ``alignments=True``: a ``(T, S)`` gold
+            attention third).
         pad: padding id.
 
     Returns:
-        ``src`` (B, S), ``tgt_in`` (B, T), ``tgt_out`` (B, T), padded with ``pad`` at the end.
+        ``src`` (B, S), ``tgt_in`` (B, T), ``tgt_out`` (B, T), padded with ``pad`` at the end;
+        a gold attention becomes ``(B, T, S)``, padded with zeros.
     """
     pad_seq = torch.nn.utils.rnn.pad_sequence
-    return tuple(pad_seq([it[k] for it in items], batch_first=True, padding_value=pad) for k in range(3))
+    out = []
+    for k in range(len(items[0])):
+        parts = [it[k] for it in items]
+        if parts[0].dim() == 2:  # a (T, S) gold attention: zero-padded in both dimensions
+            T, S = max(x.size(0) for x in parts), max(x.size(1) for x in parts)
+            batch = parts[0].new_zeros(len(parts), T, S)  # (B, T, S)
+            for b, x in enumerate(parts):
+                batch[b, : x.size(0), : x.size(1)] = x
+            out.append(batch)
+        else:
+            out.append(pad_seq(parts, batch_first=True, padding_value=pad))  # (B, L)
+    return tuple(out)
 
 
 @functools.cache
@@ -140,6 +153,7 @@ def make_dataloaders(
     seed: int = 0,
     num_workers: int = 0,
     bucketed: bool = True,
+    alignments: bool = False,
 ) -> DataLoaders:
     """fastai ``DataLoaders`` over the train and valid splits.
 
@@ -158,6 +172,8 @@ def make_dataloaders(
         seed: seed of the training order.
         num_workers: worker processes for loading.
         bucketed: False gives plain random batches (the baseline for :func:`padding_fraction`).
+        alignments: batches are ``(src, tgt_in, gold (B, T, S), tgt_out)`` with ``n_inp == 3``: the
+            gold attention of :func:`attnlab.variants.gold_attention` for supervised attention.
 
     Returns:
         ``fastai.data.core.DataLoaders`` (train, valid); ``dls.train.epoch`` counts complete passes.
@@ -171,6 +187,13 @@ def make_dataloaders(
         device = get_device()
     train = encode_pairs(splits.train, src_vocab, tgt_vocab)
     valid = encode_pairs(splits.valid, src_vocab, tgt_vocab)
+    if alignments:
+        from .variants import gold_attention
+
+        train, valid = (
+            [(s, ti, gold_attention(p), to) for (s, ti, to), p in zip(items, pairs, strict=True)]
+            for items, pairs in ((train, splits.train), (valid, splits.valid))
+        )
     common = dict(bs=bs, create_batch=collate, num_workers=num_workers, device=device)
     train_dl = _seeded_sorted_dl()(
         train, res=[len(t[0]) for t in train], shuffle=True, drop_last=False, seed=seed, bucketed=bucketed, **common

@@ -12,6 +12,24 @@ One model class with a switch (``RNNConfig.attention``):
   ``alpha_t = softmax(score(h_t, h_j))``, ``h~_t = tanh(W_c [c_t; h_t])``, ``p(y_t) = softmax(W_s h~_t)``;
   global or local (``local="m"`` / ``"p"``) attention.
 
+Lesson 07's variants are further switches of the same model (all off by default, so every
+checkpoint saved before them loads unchanged); the computations live in :mod:`attnlab.variants`:
+
+* ``coverage=True`` -- Tu et al. (2016): the coverage vector ``C_j = sum_{t' < t} alpha_t',j`` enters
+  the concat score, ``e_j = v^T tanh(W q + U h_j + w_c C_j)``;
+* ``prev_conv=K`` -- location-aware attention (Chorowski et al. 2015): a width-``K`` convolution
+  over the previous step's attention enters the concat score, ``e_j = v^T tanh(W q + U h_j + U_f f_j)``;
+* ``monotonic=True`` -- Raffel et al. (2017): ``p_j = sigmoid(e_j + r)``; training attends with the
+  expected alignment, eval mode decodes with hard monotonic attention;
+* ``hard="gumbel"`` -- hard attention (one source position per step), trained with the
+  straight-through Gumbel-softmax at ``temperature``; eval mode takes the argmax;
+* ``coverage_loss=w`` / ``align_loss=lambda`` -- extra training losses (See et al. 2017's coverage
+  loss; cross-entropy against the gold links), left in ``model.aux_loss`` by :meth:`forward` for the
+  training loop to add.
+
+With ``coverage`` or ``prev_conv``/``monotonic`` the decoder state carries one more ``(B, S)`` tensor
+each (coverage first, then the previous attention) after the RNN state.
+
 The encoder is a bidirectional GRU with ``hid_dim // 2`` units per direction, so its states
 ``h_j`` have the decoder's size ``H`` and the parameter-free ``dot`` score works.
 
@@ -37,13 +55,26 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from .checks import check_int, check_positive_int, check_probability, check_right_padded, check_token_ids
+from . import variants
+from .checks import (
+    check_float,
+    check_float_tensor,
+    check_int,
+    check_positive_int,
+    check_probability,
+    check_right_padded,
+    check_token_ids,
+)
+from .masks import masked_softmax
 from .scores import AttentionScore, LocalPosition, attend, local_window_mask
 from .vocab import PAD
 
 __all__ = ["RNNConfig", "Seq2SeqRNN"]
 
 ATTENTIONS = (None, "bahdanau", "luong")
+_CONV_CHANNELS = 8  # filters of the location-aware convolution (Chorowski et al. use 10)
+_MONOTONIC_BIAS = -1.0  # initial r: start by reading on rather than stopping
+_MONOTONIC_NOISE = 1.0  # std of the pre-sigmoid noise in training, which pushes p towards 0 or 1
 
 
 @dataclass(frozen=True)
@@ -62,6 +93,15 @@ class RNNConfig:
         window: half width D of the local window.
         max_src_len: longest source the ``location`` score can address.
         dropout: dropout on embeddings and decoder outputs.
+        coverage: Tu et al.'s coverage vector in the score (needs ``score="concat"``).
+        prev_conv: width (odd, >= 1) of the convolution over the previous attention in the score
+            (location-aware attention; needs ``score="concat"``); 0 = off.
+        monotonic: Raffel et al.'s monotonic attention (expected alignment when training, hard at eval).
+        hard: ``None`` (soft attention) or ``"gumbel"`` (straight-through Gumbel-softmax hard attention).
+        temperature: Gumbel-softmax temperature (> 0).
+        coverage_loss: weight (>= 0) of See et al.'s coverage loss.
+        align_loss: weight lambda (>= 0) of the supervised attention loss (needs gold attention
+            as the third input of :meth:`Seq2SeqRNN.forward` in training).
     """
 
     src_vocab_size: int
@@ -76,6 +116,13 @@ class RNNConfig:
     window: int = 5
     max_src_len: int = 64
     dropout: float = 0.0
+    coverage: bool = False
+    prev_conv: int = 0
+    monotonic: bool = False
+    hard: str | None = None
+    temperature: float = 1.0
+    coverage_loss: float = 0.0
+    align_loss: float = 0.0
 
     def __post_init__(self):
         if self.attention not in ATTENTIONS:
@@ -99,6 +146,26 @@ class RNNConfig:
             # the Gaussian of local-p has sigma = window / 2: a zero window divides by zero
             raise ValueError(f"local='p' needs window >= 1 (its Gaussian has sigma = window / 2), got {self.window}")
         check_probability("dropout", self.dropout)
+        for name in ("coverage", "monotonic"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be a bool, got {type(getattr(self, name)).__name__}")
+        check_int("prev_conv", self.prev_conv, minimum=0)
+        if self.prev_conv and self.prev_conv % 2 == 0:
+            raise ValueError(f"prev_conv must be odd (a centred convolution) or 0, got {self.prev_conv}")
+        if self.hard not in (None, "gumbel"):
+            raise ValueError(f"hard={self.hard!r}; expected None or 'gumbel'")
+        check_float("temperature", self.temperature, strict=True)
+        check_float("coverage_loss", self.coverage_loss)
+        check_float("align_loss", self.align_loss)
+        switches = (self.coverage, self.prev_conv, self.monotonic, self.hard, self.coverage_loss, self.align_loss)
+        if any(switches) and self.attention is None:
+            raise ValueError("the attention variants (coverage, prev_conv, monotonic, hard, losses) need attention")
+        if (self.coverage or self.prev_conv) and self.score != "concat":
+            raise ValueError(f"coverage and prev_conv enter the concat score: set score='concat', got {self.score!r}")
+        if (self.coverage or self.prev_conv or self.monotonic or self.hard) and self.local:
+            raise ValueError("coverage, prev_conv, monotonic and hard attention do not combine with local attention")
+        if self.monotonic and self.hard:
+            raise ValueError("monotonic and hard attention are two different attentions: choose one")
 
 
 class Seq2SeqRNN(nn.Module):
@@ -124,6 +191,15 @@ class Seq2SeqRNN(nn.Module):
                 self.position = LocalPosition(H, H)
         else:
             self.out = nn.Linear(2 * H + E, c.tgt_vocab_size)  # deep output from [s_t; c_t; E y_{t-1}]
+        A = c.attn_dim or H
+        if c.coverage:
+            self.coverage_proj = nn.Linear(1, A, bias=False)  # w_c C_j
+        if c.prev_conv:
+            self.prev_filter = nn.Conv1d(1, _CONV_CHANNELS, c.prev_conv, padding=c.prev_conv // 2, bias=False)
+            self.prev_proj = nn.Linear(_CONV_CHANNELS, A, bias=False)  # U_f f_j
+        if c.monotonic:
+            self.monotonic_bias = nn.Parameter(torch.tensor(_MONOTONIC_BIAS))  # r of sigmoid(e + r)
+        self.aux_loss: torch.Tensor | None = None
 
     def _device(self) -> torch.device:
         return self.src_emb.weight.device
@@ -163,20 +239,48 @@ class Seq2SeqRNN(nn.Module):
     def init_state(self, memory: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
         """Initial decoder state: ``(s_0,)`` or, for Luong, ``(h_0, h~_0 = 0)`` (``(B, H)`` each)."""
         s0 = torch.tanh(self.bridge(memory["summary"]))  # (B, H)
-        if self.config.attention == "luong":
-            return (s0, torch.zeros_like(s0))  # (B, H), (B, H)
-        return (s0,)
+        base = (s0, torch.zeros_like(s0)) if self.config.attention == "luong" else (s0,)  # (B, H) each
+        return base + self._init_extras(memory["mask"], s0.dtype)
+
+    def _extra_names(self) -> tuple[str, ...]:
+        """Names of the ``(B, S)`` tensors the variants add to the state, in order."""
+        c = self.config
+        return (("coverage",) if c.coverage else ()) + (("previous attention",) if (c.prev_conv or c.monotonic) else ())
+
+    def _init_extras(self, mask: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+        extras = []
+        for name in self._extra_names():
+            zeros = torch.zeros(mask.shape, dtype=dtype, device=mask.device)  # (B, S)
+            if name == "previous attention" and self.config.monotonic:
+                zeros[:, 0] = 1.0  # the monotonic read head starts at the first source word
+            extras.append(zeros)
+        return tuple(extras)
 
     # ----------------------------------------------------------------- attention
-    def _attend(self, query: torch.Tensor, memory: dict, t: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Context ``(B, H)`` and weights ``(B, S)`` for decoder query ``(B, H)`` at step ``t``.
+    def _attend(
+        self, query: torch.Tensor, memory: dict, t: int, extras: tuple[torch.Tensor, ...] = ()
+    ) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
+        """Context ``(B, H)``, weights ``(B, S)`` and the next variant state for query ``(B, H)`` at step ``t``.
 
-        Every variant ends in one call of :func:`attnlab.scores.attend`; the local ones only
-        narrow the mask to a window (and local-p adds its Gaussian).
+        Soft variants end in one call of :func:`attnlab.scores.attend`; the local ones only narrow
+        the mask to a window (and local-p adds its Gaussian). Coverage and the previous-attention
+        convolution add a term to the concat score's ``U h_j``; monotonic and hard attention turn
+        the scores into weights their own way and average the states with them.
         """
         c = self.config
         states = memory["states"]  # (B, S, H)
-        scores = self.score(query, states, memory["prepared"])  # (B, S)
+        prepared = memory["prepared"]  # (B, S, *)
+        named = dict(zip(self._extra_names(), extras, strict=True))
+        if c.coverage:
+            prepared = prepared + self.coverage_proj(named["coverage"].unsqueeze(-1))  # (B, S, A)
+        if c.prev_conv:
+            f = self.prev_filter(named["previous attention"].unsqueeze(1)).transpose(1, 2)  # (B, S, F)
+            prepared = prepared + self.prev_proj(f)  # (B, S, A)
+        scores = self.score(query, states, prepared)  # (B, S)
+        if c.monotonic or c.hard:
+            attn = self._special_weights(scores, memory["mask"], named.get("previous attention"))  # (B, S)
+            context = torch.bmm(attn.unsqueeze(1), states).squeeze(1)  # (B, H)
+            return context, attn, self._next_extras(named, attn)
         allowed, gauss = memory["mask"], None  # (B, S)
         if c.local is not None:
             S = scores.size(1)
@@ -191,7 +295,30 @@ class Seq2SeqRNN(nn.Module):
                 pos = torch.arange(S, device=scores.device, dtype=scores.dtype)  # (S,)
                 sigma = c.window / 2
                 gauss = torch.exp(-((pos - center.unsqueeze(1)) ** 2) / (2 * sigma**2))  # (B, S)
-        return attend(scores, states, allowed, scale=gauss)  # (B, H), (B, S)
+        context, attn = attend(scores, states, allowed, scale=gauss)  # (B, H), (B, S)
+        return context, attn, self._next_extras(named, attn)
+
+    def _special_weights(self, scores: torch.Tensor, mask: torch.Tensor, prev: torch.Tensor | None) -> torch.Tensor:
+        """``(B, S)`` weights of monotonic or hard attention (training: differentiable; eval: hard)."""
+        if self.config.monotonic:
+            energy = scores + self.monotonic_bias  # (B, S)
+            if self.training:
+                energy = energy + _MONOTONIC_NOISE * torch.randn_like(energy)  # (B, S)
+            p = torch.sigmoid(energy) * mask  # (B, S): padding is never selected
+            if self.training:
+                return variants.monotonic_attention(p, prev)  # (B, S)
+            return variants.hard_monotonic_attention(p, prev)  # (B, S)
+        if self.training:
+            return variants.gumbel_straight_through(scores, mask, self.config.temperature)  # (B, S)
+        weights = masked_softmax(scores, mask)  # (B, S)
+        return nn.functional.one_hot(weights.argmax(-1), scores.size(1)).to(scores.dtype)  # (B, S)
+
+    @staticmethod
+    def _next_extras(named: dict, attn: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        out = []
+        for name in named:
+            out.append(named[name] + attn if name == "coverage" else attn)  # (B, S)
+        return tuple(out)
 
     # ----------------------------------------------------------------- one step
     def step(
@@ -225,13 +352,20 @@ class Seq2SeqRNN(nn.Module):
         if y_prev.shape[0] != B:
             raise ValueError(f"y_prev must be (B={B},) to match the memory, got shape {tuple(y_prev.shape)}")
         n = 2 if self.config.attention == "luong" else 1
-        if not isinstance(state, (tuple, list)) or len(state) != n:
+        extra = self._extra_names()
+        if not isinstance(state, (tuple, list)) or len(state) != n + len(extra):
             got = f"{len(state)} tensors" if isinstance(state, (tuple, list)) else type(state).__name__
-            raise ValueError(f"state must be a tuple of {n} (B, H) tensors (from init_state or step), got {got}")
-        for i, s in enumerate(state):
+            what = f"{n} (B, H) tensors" + (f" then {len(extra)} (B, S) ({', '.join(extra)})" if extra else "")
+            raise ValueError(f"state must be a tuple of {what} (from init_state or step), got {got}")
+        for i, s in enumerate(state[:n]):
             if not isinstance(s, torch.Tensor) or tuple(s.shape) != (B, H):
                 got = tuple(s.shape) if isinstance(s, torch.Tensor) else type(s).__name__
                 raise ValueError(f"state[{i}] must be (B={B}, H={H}), got {got}")
+        S = memory["states"].shape[1]
+        for i, (name, s) in enumerate(zip(extra, state[n:], strict=True), start=n):
+            if not isinstance(s, torch.Tensor) or tuple(s.shape) != (B, S) or not s.is_floating_point():
+                got = (s.dtype, tuple(s.shape)) if isinstance(s, torch.Tensor) else type(s).__name__
+                raise ValueError(f"state[{i}] ({name}) must be a float (B={B}, S={S}) tensor, got {got}")
 
     def _cell(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
         """One GRU step with the decoder's weights: ``(B, in) x (B, H) -> (B, H)``.
@@ -247,27 +381,30 @@ class Seq2SeqRNN(nn.Module):
         the vocabulary projection, so training can project all steps at once), state, attention."""
         c = self.config
         if c.attention == "luong":
-            h_prev, feed = state
+            h_prev, feed = state[:2]
             x = torch.cat([emb, feed], dim=-1) if c.input_feeding else emb  # (B, E+H) or (B, E)
             h = self._cell(x, h_prev)  # (B, H)
-            context, attn = self._attend(h, memory, t)  # (B, H), (B, S)
+            context, attn, extras = self._attend(h, memory, t, tuple(state[2:]))  # (B, H), (B, S)
             h_tilde = torch.tanh(self.W_c(torch.cat([context, h], dim=-1)))  # (B, H)
-            return h_tilde, (h, h_tilde), attn
-        (s_prev,) = state
+            return h_tilde, (h, h_tilde, *extras), attn
+        s_prev = state[0]
+        extras = ()
         if c.attention == "bahdanau":
-            context, attn = self._attend(s_prev, memory, t)  # from the PREVIOUS state s_{t-1}
+            # from the PREVIOUS state s_{t-1}
+            context, attn, extras = self._attend(s_prev, memory, t, tuple(state[1:]))  # (B, H), (B, S)
         else:
             context, attn = memory["summary"], None  # the bottleneck: one fixed vector
         x = torch.cat([emb, context], dim=-1)  # (B, E+H)
         s = self._cell(x, s_prev)  # (B, H)
         pre = torch.cat([s, context, emb], dim=-1)  # (B, 2H+E)
-        return pre, (s,), attn
+        return pre, (s, *extras), attn
 
     # ----------------------------------------------------------------- training
     def forward(
         self,
         src: torch.Tensor,
         tgt_in: torch.Tensor,
+        gold: torch.Tensor | None = None,
         *,
         teacher_forcing: float = 1.0,
         return_attention: bool = False,
@@ -279,11 +416,15 @@ class Seq2SeqRNN(nn.Module):
             tgt_in: ``(B, T)`` decoder inputs (``<bos>`` + target), ``T >= 1``.
             teacher_forcing: probability in ``[0, 1]`` of feeding the gold previous token (1.0 = always);
                 otherwise the model's own greedy prediction is fed back.
+            gold: optional ``(B, T, S)`` gold attention (rows of :func:`attnlab.variants.gold_attention`);
+                needed in training when ``config.align_loss > 0``, ignored otherwise.
             return_attention: also return the attention weights.
 
         Returns:
             ``logits (B, T, V)``, or ``(logits, attn (B, T, S))`` when ``return_attention``
-            (``attn`` is ``None`` for the model without attention).
+            (``attn`` is ``None`` for the model without attention). In training mode with a
+            coverage or alignment loss weight, ``self.aux_loss`` holds their weighted sum
+            (else ``None``).
 
         Raises:
             TypeError, ValueError: as :meth:`encode` for ``src``; ``tgt_in`` not ``(B, T >= 1)``
@@ -295,9 +436,17 @@ class Seq2SeqRNN(nn.Module):
         if tgt_in.size(0) != src.size(0):
             raise ValueError(f"tgt_in must be (B={src.size(0)}, T), got shape {tuple(tgt_in.shape)}")
         teacher_forcing = check_probability("teacher_forcing", teacher_forcing, allow_one=True)
+        c = self.config
+        wants_aux = self.training and (c.coverage_loss > 0 or c.align_loss > 0)
+        if wants_aux and c.align_loss > 0:
+            if gold is None:
+                raise ValueError("align_loss > 0 needs the gold attention (B, T, S) as forward's third input to train")
+            check_float_tensor("gold", gold, dims=3, shape_text="(B, T, S)")
+            if gold.shape != (*tgt_in.shape, src.size(1)):
+                raise ValueError(f"gold must be (B, T, S) = {(*tgt_in.shape, src.size(1))}, got {tuple(gold.shape)}")
+        self.aux_loss = None
         memory = self.encode(src)
         state = self.init_state(memory)
-        c = self.config
         emb = self.drop(self.tgt_emb(tgt_in))  # (B, T, E)
         if c.attention is None and teacher_forcing >= 1.0:
             # Fast path: with a fixed context and gold inputs, all steps run in one fused GRU call.
@@ -328,7 +477,14 @@ class Seq2SeqRNN(nn.Module):
         else:
             # The output layer is position-wise, so apply it once to all steps (faster on CPU).
             logits = self.out(self.drop(torch.stack(pres, dim=1)))  # (B, T, V)
+        attn = torch.stack(attns, dim=1) if attns[0] is not None else None  # (B, T, S)
+        if wants_aux:
+            aux = attn.new_zeros(())
+            if c.coverage_loss > 0:
+                aux = aux + c.coverage_loss * variants.coverage_loss(attn, tgt_in != PAD)
+            if c.align_loss > 0:
+                aux = aux + c.align_loss * variants.alignment_loss(attn, gold.to(attn.dtype))
+            self.aux_loss = aux
         if not return_attention:
             return logits
-        attn = torch.stack(attns, dim=1) if attns[0] is not None else None  # (B, T, S)
         return logits, attn

@@ -49,6 +49,7 @@ __all__ = [
     "token_accuracy",
     "Budget",
     "TokenCounter",
+    "AuxLoss",
     "WeightSnapshots",
     "LossCurve",
     "StepProgress",
@@ -312,9 +313,9 @@ class LossCurve(Callback):
         try:
             with torch.random.fork_rng(devices=devices), torch.no_grad():
                 model.eval()
-                for src, tgt_in, tgt_out in self.learn.dls.valid:
+                for *inputs, tgt_out in self.learn.dls.valid:  # inputs: src, tgt_in (and a gold attention)
                     n = int((tgt_out != PAD).sum())
-                    total += float(self.learn.loss_func(model(src, tgt_in), tgt_out)) * n
+                    total += float(self.learn.loss_func(model(*inputs), tgt_out)) * n
                     tokens += n
         finally:
             model.train(was_training)
@@ -394,6 +395,19 @@ class TrainStats:
         return asdict(self)
 
 
+class AuxLoss(Callback):
+    """Adds the model's ``aux_loss`` (e.g. a coverage or alignment loss left by its forward) to the
+    training loss before the backward pass; does nothing for a model that leaves none."""
+
+    order = 1
+
+    def after_loss(self):
+        aux = getattr(self.learn.model, "aux_loss", None)
+        if self.training and aux is not None:
+            self.learn.loss_grad = self.learn.loss_grad + aux
+            self.learn.loss = self.learn.loss_grad.clone()
+
+
 def fit_budget(
     model: torch.nn.Module,
     dls,
@@ -442,7 +456,7 @@ def fit_budget(
         model,
         loss_func=MaskedCrossEntropy(label_smoothing),
         metrics=[token_accuracy],
-        cbs=[GradientClip(clip), budget, counter, *extra, *cbs],
+        cbs=[GradientClip(clip), budget, counter, AuxLoss(), *extra, *cbs],
     )
     with learn.no_bar(), learn.no_logging():
         learn.fit_one_cycle(max_epochs, lr, wd=wd, pct_start=pct_start)

@@ -68,6 +68,7 @@ EXPECTED: dict[str, list[WidgetSpec]] = {
             ),
         ),
     ],
+    "07_attention_variants.ipynb": [one("coverage_explorer", dropdown=1, slider=1)],  # sentence, step
     "08_attention_at_scale.ipynb": [one("scale_explorer", slider=3)],  # N, block, KV heads
 }
 

@@ -1,0 +1,289 @@
+"""Building blocks of the attention variants of lesson 07, and the gold-link measurements they are judged by.
+
+The RNN attention model (:class:`attnlab.rnn.Seq2SeqRNN`) switches each variant on with one field of
+its config; the computations live here as plain functions on tensors, so that each can be tested
+against a hand-written reference:
+
+* :func:`coverage_loss` -- See et al. (2017): ``sum_t sum_i min(a_t,i, c_t,i)`` with the coverage
+  ``c_t = sum_{t' < t} a_t'``, the attention a step pays for looking again at covered words;
+* :func:`alignment_loss` -- supervised attention: cross-entropy between the attention and the
+  gold links (Liu et al. 2016; Mi et al. 2016), ignoring padding and tokens without a link;
+* :func:`gold_attention` -- the gold target distribution of one pair: per target token, uniform
+  over its sure links;
+* :func:`monotonic_attention` -- Raffel et al. (2017): the expected alignment of hard monotonic
+  attention, by its recurrence or by the closed parallel form (cumulative products and sums);
+* :func:`hard_monotonic_attention` -- the test-time decision: from the previous position, stop at
+  the first source position whose selection probability is at least 1/2;
+* :func:`gumbel_straight_through` -- hard attention (Xu et al. 2015) trained with the
+  straight-through Gumbel-softmax (Jang et al. 2017): one-hot forward, soft gradient backward;
+* :func:`dropped_repeated` / :func:`coverage_errors` -- under- and over-translation counted from
+  the gold links: the source words whose translation is missing from the output or appears more
+  often than in the reference.
+
+Shape legend
+------------
+B  batch size
+T  target steps
+S  source length (incl. ``<eos>``)
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+
+from .checks import check_float, check_float_tensor
+from .corpus import BUCKET_NAMES, Pair
+
+__all__ = [
+    "coverage_loss",
+    "alignment_loss",
+    "gold_attention",
+    "monotonic_attention",
+    "hard_monotonic_attention",
+    "gumbel_straight_through",
+    "gold_fertility",
+    "dropped_repeated",
+    "coverage_errors",
+]
+
+
+def _check_attn_and_mask(attn: torch.Tensor, tgt_keep: torch.Tensor | None) -> torch.Tensor:
+    check_float_tensor("attn", attn, dims=3, shape_text="(B, T, S)")
+    if tgt_keep is None:
+        return torch.ones(attn.shape[:2], dtype=torch.bool, device=attn.device)  # (B, T)
+    if not isinstance(tgt_keep, torch.Tensor) or tgt_keep.dtype != torch.bool or tgt_keep.shape != attn.shape[:2]:
+        got = (tgt_keep.dtype, tuple(tgt_keep.shape)) if isinstance(tgt_keep, torch.Tensor) else type(tgt_keep)
+        raise ValueError(f"tgt_keep must be a bool (B, T) = {tuple(attn.shape[:2])} tensor, got {got}")
+    return tgt_keep
+
+
+def coverage_loss(attn: torch.Tensor, tgt_keep: torch.Tensor | None = None) -> torch.Tensor:
+    """See et al.'s coverage loss, averaged over the real target steps.
+
+    Args:
+        attn: ``(B, T, S)`` attention weights of every step.
+        tgt_keep: ``(B, T)`` bool, True at real (non-padding) target steps; default all.
+
+    Returns:
+        scalar: ``sum_{t, i} min(a_t,i, c_t,i) / #real steps`` with ``c_t = sum_{t' < t} a_t'``
+        (0 when no step looks twice at any source word).
+
+    Raises:
+        TypeError, ValueError: ``attn`` not a float ``(B, T, S)`` tensor; ``tgt_keep`` not a bool
+            ``(B, T)`` tensor.
+    """
+    keep = _check_attn_and_mask(attn, tgt_keep)
+    attn = attn * keep.unsqueeze(-1)  # (B, T, S): padded steps add no coverage
+    cov = torch.cumsum(attn, dim=1) - attn  # (B, T, S) exclusive running sum
+    per_step = torch.minimum(attn, cov).sum(-1)  # (B, T)
+    return per_step[keep].sum() / keep.sum().clamp_min(1)
+
+
+def alignment_loss(attn: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy between the attention and a gold distribution, averaged over the linked steps.
+
+    Steps whose gold row is all zero (padding, ``<eos>``, a target word with no sure link) are
+    left out: nothing says where their attention should go.
+
+    Args:
+        attn: ``(B, T, S)`` attention weights.
+        gold: ``(B, T, S)`` gold distribution, rows summing to 1 or 0 (see :func:`gold_attention`).
+
+    Returns:
+        scalar ``-sum gold * log attn / #linked steps`` (0 when no step has a link).
+
+    Raises:
+        TypeError, ValueError: either is not a float tensor of the same ``(B, T, S)`` shape.
+    """
+    check_float_tensor("attn", attn, dims=3, shape_text="(B, T, S)")
+    check_float_tensor("gold", gold, dims=3, shape_text="(B, T, S)")
+    if gold.shape != attn.shape:
+        raise ValueError(
+            f"gold must have the attention's shape (B, T, S) = {tuple(attn.shape)}, got {tuple(gold.shape)}"
+        )
+    linked = gold.sum(-1) > 0  # (B, T)
+    # the clamp keeps log(0) finite where the gold row is 0 (masked source positions)
+    ce = -(gold * attn.clamp_min(1e-9).log()).sum(-1)  # (B, T)
+    return ce[linked].sum() / linked.sum().clamp_min(1)
+
+
+def gold_attention(pair: Pair) -> torch.Tensor:
+    """The gold attention of one pair: row ``t`` uniform over the sure links of target token ``t``.
+
+    Returns:
+        ``(T + 1, S + 1)`` float tensor (the extra row and column are ``<eos>``, left at zero;
+        so is the row of a target token without a sure link).
+
+    Raises:
+        ValueError: the pair has no gold links.
+    """
+    if pair.align is None:
+        raise ValueError("gold_attention needs a pair with gold links (pair.align is None)")
+    gold = torch.zeros(len(pair.tgt) + 1, len(pair.src) + 1)  # (T+1, S+1)
+    for t, links in enumerate(pair.align):
+        if links:
+            gold[t, list(links)] = 1.0 / len(links)
+    return gold
+
+
+def monotonic_attention(p: torch.Tensor, prev: torch.Tensor, *, parallel: bool = True) -> torch.Tensor:
+    """Raffel et al.'s expected monotonic alignment for one step.
+
+    With selection probabilities ``p_t,j`` and the previous alignment ``a_{t-1}``,
+    ``a_t,j = p_t,j * sum_{k <= j} a_{t-1},k * prod_{l=k}^{j-1} (1 - p_t,l)``: the read head
+    starts where it stopped, moves right past each position it does not select, and stops at
+    ``j``. The recurrence form is ``q_j = (1 - p_{j-1}) q_{j-1} + a_{t-1},j``, ``a_t,j = p_j q_j``;
+    the parallel form is ``a_t = p * cumprod_excl(1 - p) * cumsum(a_{t-1} / cumprod_excl(1 - p))``,
+    whose division needs the cumulative product clamped away from 0 (``>= 1e-10``, as Raffel et
+    al. do) once some ``p`` is 1. Both agree wherever the clamp does not bite.
+
+    Args:
+        p: ``(B, S)`` selection probabilities in ``[0, 1]`` (0 at padding).
+        prev: ``(B, S)`` previous expected alignment (one-hot at position 0 before the first step).
+        parallel: the closed form (one pass of cumulative ops) instead of the loop over ``S``.
+
+    Returns:
+        ``(B, S)`` alignment; its sum is at most 1 (the rest ran past the end of the source).
+
+    Raises:
+        TypeError, ValueError: not float ``(B, S)`` tensors of one shape.
+    """
+    check_float_tensor("p", p, dims=2, shape_text="(B, S)")
+    check_float_tensor("prev", prev, dims=2, shape_text="(B, S)")
+    if prev.shape != p.shape:
+        raise ValueError(f"prev must have the shape of p (B, S) = {tuple(p.shape)}, got {tuple(prev.shape)}")
+    if parallel:
+        one_minus = torch.cat([torch.ones_like(p[:, :1]), 1 - p[:, :-1]], dim=1)  # (B, S) shifted right
+        cumprod = torch.cumprod(one_minus, dim=1)  # (B, S) exclusive product of (1 - p)
+        return p * cumprod * torch.cumsum(prev / cumprod.clamp(1e-10, 1.0), dim=1)  # (B, S)
+    q = prev[:, 0]  # (B,)
+    out = [p[:, 0] * q]
+    for j in range(1, p.size(1)):
+        q = (1 - p[:, j - 1]) * q + prev[:, j]  # (B,)
+        out.append(p[:, j] * q)
+    return torch.stack(out, dim=1)  # (B, S)
+
+
+def hard_monotonic_attention(p: torch.Tensor, prev: torch.Tensor) -> torch.Tensor:
+    """Test-time monotonic attention: a one-hot at the first ``j >= `` previous position with ``p_j >= 1/2``.
+
+    Args:
+        p: ``(B, S)`` selection probabilities (0 at padding, so padding is never chosen).
+        prev: ``(B, S)`` previous attention (one-hot, or all zero once a row has run off the end).
+
+    Returns:
+        ``(B, S)`` one-hot rows; an all-zero row where no position from the previous one on is
+        selected (the head ran off the end: the context is then zero, as in Raffel et al.).
+    """
+    check_float_tensor("p", p, dims=2, shape_text="(B, S)")
+    check_float_tensor("prev", prev, dims=2, shape_text="(B, S)")
+    if prev.shape != p.shape:
+        raise ValueError(f"prev must have the shape of p (B, S) = {tuple(p.shape)}, got {tuple(prev.shape)}")
+    S = p.size(1)
+    pos = torch.arange(S, device=p.device)  # (S,)
+    start = prev.argmax(dim=1)  # (B,)
+    alive = prev.sum(dim=1) > 0  # (B,)
+    ok = (p >= 0.5) & (pos.unsqueeze(0) >= start.unsqueeze(1)) & alive.unsqueeze(1)  # (B, S)
+    first = torch.where(ok, pos.unsqueeze(0), torch.full_like(pos, S).unsqueeze(0)).min(dim=1).values  # (B,)
+    return F.one_hot(first.clamp_max(S - 1), S).to(p.dtype) * (first < S).unsqueeze(1).to(p.dtype)  # (B, S)
+
+
+def gumbel_straight_through(
+    scores: torch.Tensor, mask: torch.Tensor, temperature: float, *, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """Sample one source position per row; forward one-hot, backward the Gumbel-softmax gradient.
+
+    ``y = softmax((scores + g) / tau)`` with Gumbel noise ``g``; the forward value is
+    ``one_hot(argmax y)``, the gradient that of ``y`` (``hard - y.detach() + y``).
+
+    Args:
+        scores: ``(B, S)`` raw scores.
+        mask: ``(B, S)`` bool, True at real source positions (every row needs one).
+        temperature: ``tau > 0``; lower is closer to the hard sample and noisier in its gradient.
+        generator: optional random generator (tests).
+
+    Returns:
+        ``(B, S)`` one-hot rows carrying the soft sample's gradient.
+
+    Raises:
+        ValueError: ``temperature <= 0``; a mask that does not fit.
+    """
+    tau = check_float("temperature", temperature, strict=True)
+    check_float_tensor("scores", scores, dims=2, shape_text="(B, S)")
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.shape != scores.shape:
+        raise ValueError(f"mask must be a bool (B, S) = {tuple(scores.shape)} tensor")
+    u = torch.rand(scores.shape, generator=generator, dtype=scores.dtype).to(scores.device)  # (B, S)
+    g = -torch.log(-torch.log(u.clamp(1e-10, 1 - 1e-7)))  # (B, S) Gumbel(0, 1)
+    y = torch.softmax(((scores + g) / tau).masked_fill(~mask, float("-inf")), dim=-1)  # (B, S)
+    hard = F.one_hot(y.argmax(-1), scores.size(1)).to(y.dtype)  # (B, S)
+    return hard - y.detach() + y  # (B, S)
+
+
+def gold_fertility(pair: Pair) -> list[int]:
+    """Per source word, the number of target tokens that have a sure link to it (its gold fertility).
+
+    Returns:
+        ``len(pair.src)`` counts (``<eos>`` not included).
+    """
+    if pair.align is None:
+        raise ValueError("gold_fertility needs a pair with gold links (pair.align is None)")
+    fert = [0] * len(pair.src)
+    for links in pair.align:
+        for s in links:
+            fert[s] += 1
+    return fert
+
+
+def dropped_repeated(hyp: Sequence[str], pair: Pair) -> tuple[int, int]:
+    """Source words the output drops and repeats, judged by the gold links.
+
+    For each source word with a sure link to a *content* target token, take the first such token
+    ``w`` of the reference: the word is **dropped** if ``w`` occurs fewer times in the output than
+    in the reference, **repeated** if more. Function words (articles, particles) are shared by
+    many source words and are not counted.
+
+    Args:
+        hyp: the output tokens.
+        pair: the pair (reference and gold links).
+
+    Returns:
+        ``(dropped, repeated)`` counts for this sentence.
+    """
+    if pair.align is None or pair.content is None:
+        raise ValueError("dropped_repeated needs a pair with gold links and content flags")
+    first: dict[int, str] = {}
+    for t, links in enumerate(pair.align):
+        if pair.content[t]:
+            for s in links:
+                first.setdefault(s, pair.tgt[t])
+    ref, out = Counter(pair.tgt), Counter(hyp)
+    dropped = sum(out[w] < ref[w] for w in first.values())
+    repeated = sum(out[w] > ref[w] for w in first.values())
+    return dropped, repeated
+
+
+def coverage_errors(hyps: Sequence[Sequence[str]], pairs: Sequence[Pair]) -> dict[str, dict[str, float]]:
+    """:func:`dropped_repeated` summed per length bucket.
+
+    Returns:
+        ``{bucket: {"dropped": n, "repeated": n, "sentences": n, "per_100_words": x}}`` with
+        ``per_100_words`` = (dropped + repeated) per 100 counted source words.
+    """
+    if len(hyps) != len(pairs):
+        raise ValueError(f"hyps and pairs must have the same length, got {len(hyps)} and {len(pairs)}")
+    out: dict[str, dict[str, float]] = {}
+    words: Counter = Counter()
+    for hyp, pair in zip(hyps, pairs, strict=True):
+        d, r = dropped_repeated(hyp, pair)
+        b = out.setdefault(pair.bucket, {"dropped": 0, "repeated": 0, "sentences": 0})
+        b["dropped"] += d
+        b["repeated"] += r
+        b["sentences"] += 1
+        words[pair.bucket] += len({s for t, links in enumerate(pair.align) if pair.content[t] for s in links})
+    for name, b in out.items():
+        b["per_100_words"] = round(100 * (b["dropped"] + b["repeated"]) / max(words[name], 1), 2)
+    return {name: out[name] for name in BUCKET_NAMES if name in out}

@@ -1,0 +1,432 @@
+"""Tests of lesson 07's attention variants: the functions of attnlab.variants against hand-written
+references, and each variant as one switch of the RNN attention model (checkpoints, hostile input)."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import pytest
+import torch
+
+from attnlab import variants
+from attnlab.checkpoint import load_checkpoint, save_checkpoint
+from attnlab.checks import check_float
+from attnlab.corpus import Pair
+from attnlab.decoding import beam_search
+from attnlab.loaders import collate
+from attnlab.rnn import RNNConfig, Seq2SeqRNN
+from attnlab.vocab import SPECIALS, Vocab
+
+VARIANTS = {
+    "coverage": dict(coverage=True, coverage_loss=1.0),
+    "supervised": dict(align_loss=0.5),
+    "location_aware": dict(prev_conv=3),
+    "monotonic": dict(monotonic=True),
+    "gumbel": dict(hard="gumbel", temperature=0.5),
+}
+
+
+def tiny(**kw) -> Seq2SeqRNN:
+    torch.manual_seed(0)
+    cfg = RNNConfig(src_vocab_size=12, tgt_vocab_size=11, emb_dim=6, hid_dim=8, attn_dim=5, attention="bahdanau", **kw)
+    return Seq2SeqRNN(cfg)
+
+
+SRC = torch.tensor([[4, 5, 6, 7, 2], [5, 8, 2, 0, 0]])  # (B, S): EOS = 2, PAD = 0
+TGT_IN = torch.tensor([[1, 4, 5, 6], [1, 7, 0, 0]])  # (B, T)
+
+
+def gold_batch() -> torch.Tensor:
+    gold = torch.zeros(2, 4, 5)  # (B, T, S)
+    gold[0, 0, 0] = gold[0, 1, 1] = 1.0
+    gold[0, 2, 2] = gold[0, 2, 3] = 0.5
+    gold[1, 0, 1] = 1.0
+    return gold
+
+
+# ----------------------------------------------------------------- coverage loss
+def coverage_loss_reference(attn, keep):
+    total, steps = 0.0, 0
+    for b in range(attn.shape[0]):
+        cov = [0.0] * attn.shape[2]
+        for t in range(attn.shape[1]):
+            if not keep[b, t]:
+                continue
+            total += sum(min(float(attn[b, t, i]), cov[i]) for i in range(attn.shape[2]))
+            cov = [cov[i] + float(attn[b, t, i]) for i in range(attn.shape[2])]
+            steps += 1
+    return total / steps
+
+
+def test_coverage_loss_matches_the_loop_and_ignores_padded_steps():
+    g = torch.Generator().manual_seed(1)
+    attn = torch.softmax(torch.randn(3, 6, 5, generator=g), -1)  # (B, T, S)
+    keep = torch.ones(3, 6, dtype=torch.bool)
+    keep[1, 4:] = keep[2, 2:] = False
+    got = variants.coverage_loss(attn, keep)
+    assert abs(float(got) - coverage_loss_reference(attn, keep)) < 1e-6
+    # garbage on padded steps changes nothing
+    noisy = attn.clone()
+    noisy[1, 4:] = 7.0
+    assert abs(float(variants.coverage_loss(noisy, keep)) - float(got)) < 1e-6
+
+
+def test_coverage_loss_is_zero_when_each_word_is_read_once_and_counts_a_repeat():
+    once = torch.eye(3).unsqueeze(0)  # (1, 3, 3): one word per step
+    assert float(variants.coverage_loss(once)) == 0.0
+    twice = torch.tensor([[[1.0, 0, 0], [1.0, 0, 0], [0, 1.0, 0]]])  # word 0 read twice
+    assert float(variants.coverage_loss(twice)) == pytest.approx(1 / 3)
+
+
+def test_coverage_loss_refuses_a_bad_mask():
+    with pytest.raises(ValueError, match=r"tgt_keep must be a bool \(B, T\)"):
+        variants.coverage_loss(torch.rand(2, 3, 4), torch.ones(2, 4, dtype=torch.bool))
+
+
+# ----------------------------------------------------------------- supervised attention
+def test_alignment_loss_is_cross_entropy_over_linked_steps_only():
+    attn = torch.softmax(torch.randn(2, 4, 5, generator=torch.Generator().manual_seed(2)), -1)  # (B, T, S)
+    gold = gold_batch()
+    want = (
+        -(
+            attn[0, 0, 0].log()
+            + attn[0, 1, 1].log()
+            + 0.5 * (attn[0, 2, 2].log() + attn[0, 2, 3].log())
+            + attn[1, 0, 1].log()
+        )
+        / 4
+    )
+    torch.testing.assert_close(variants.alignment_loss(attn, gold), want)
+    # rows without a link (padding, <eos>, unaligned words) do not count, whatever the attention does there
+    moved = attn.clone()
+    moved[0, 3] = torch.tensor([1.0, 0, 0, 0, 0])
+    moved[1, 1:] = 0.0
+    torch.testing.assert_close(variants.alignment_loss(moved, gold), want)
+
+
+def test_alignment_loss_refuses_mismatched_shapes():
+    with pytest.raises(ValueError, match=r"gold must have the attention's shape"):
+        variants.alignment_loss(torch.rand(2, 4, 5), torch.rand(2, 4, 6))
+
+
+def test_gold_attention_spreads_each_row_over_its_sure_links():
+    pair = Pair(src=("a", "b", "c"), tgt=("x", "y", "z", "w"), align=((0,), (1, 2), (), (2,)), content=(True,) * 4)
+    g = variants.gold_attention(pair)
+    assert g.shape == (5, 4)
+    torch.testing.assert_close(g[1], torch.tensor([0.0, 0.5, 0.5, 0.0]))
+    assert g[2].sum() == 0 and g[4].sum() == 0  # unaligned word and <eos>
+    with pytest.raises(ValueError, match="gold links"):
+        variants.gold_attention(Pair(src=("a",), tgt=("x",)))
+
+
+def test_collate_pads_a_gold_attention_with_zeros():
+    items = [
+        (torch.tensor([4, 2]), torch.tensor([1, 5]), torch.ones(2, 2), torch.tensor([5, 2])),
+        (torch.tensor([4, 5, 2]), torch.tensor([1]), torch.ones(1, 3), torch.tensor([2])),
+    ]
+    src, tgt_in, gold, tgt_out = collate(items)
+    assert gold.shape == (2, 2, 3)
+    assert gold[0, :, 2].sum() == 0 and gold[1, 1].sum() == 0
+
+
+# ----------------------------------------------------------------- monotonic attention
+def monotonic_reference(p, prev):
+    """Raffel et al.'s definition, term by term."""
+    B, S = p.shape
+    out = torch.zeros(B, S, dtype=p.dtype)
+    for b, j in itertools.product(range(B), range(S)):
+        total = 0.0
+        for k in range(j + 1):
+            prod = 1.0
+            for m in range(k, j):
+                prod *= 1 - float(p[b, m])
+            total += float(prev[b, k]) * prod
+        out[b, j] = float(p[b, j]) * total
+    return out
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_monotonic_expected_alignment_matches_the_definition(parallel):
+    g = torch.Generator().manual_seed(3)
+    p = torch.rand(3, 6, generator=g, dtype=torch.float64)
+    prev = torch.softmax(torch.randn(3, 6, generator=g, dtype=torch.float64), -1)
+    got = variants.monotonic_attention(p, prev, parallel=parallel)
+    torch.testing.assert_close(got, monotonic_reference(p, prev), atol=1e-12, rtol=0)
+    assert bool((got.sum(-1) <= 1 + 1e-12).all())
+
+
+def test_monotonic_parallel_form_needs_its_clamp_and_stays_finite():
+    # p = 1 makes the exclusive cumulative product 0 from the next position on: without the clamp
+    # the parallel form divides by zero (inf * 0 = NaN); the clamp keeps it finite.
+    p = torch.tensor([[0.3, 1.0, 0.6, 0.2]], dtype=torch.float64)
+    prev = torch.tensor([[0.1, 0.2, 0.3, 0.4]], dtype=torch.float64)
+    one_minus = torch.cat([torch.ones(1, 1, dtype=torch.float64), 1 - p[:, :-1]], dim=1)
+    cumprod = torch.cumprod(one_minus, dim=1)
+    unclamped = p * cumprod * torch.cumsum(prev / cumprod, dim=1)
+    assert not torch.isfinite(unclamped).all()
+    got = variants.monotonic_attention(p, prev, parallel=True)
+    assert torch.isfinite(got).all()
+    exact = variants.monotonic_attention(p, prev, parallel=False)
+    # up to the certain stop both agree; beyond it the clamped division is finite but not exact
+    torch.testing.assert_close(got[:, :2], exact[:, :2], atol=1e-12, rtol=0)
+    # short of certainty (p = 1 - 1e-6) the clamp does not bite and the forms agree
+    near = p.clamp_max(1 - 1e-6)
+    torch.testing.assert_close(
+        variants.monotonic_attention(near, prev),
+        variants.monotonic_attention(near, prev, parallel=False),
+        atol=1e-9,
+        rtol=0,
+    )
+
+
+def test_monotonic_with_a_one_hot_start_and_certain_stops_is_hard():
+    prev = torch.tensor([[0.0, 1.0, 0.0, 0.0]])
+    p = torch.tensor([[1.0, 0.0, 1.0, 1.0]])
+    want = torch.tensor([[0.0, 0.0, 1.0, 0.0]])
+    torch.testing.assert_close(variants.monotonic_attention(p, prev, parallel=False), want)
+    near = p.double().clamp(1e-7, 1 - 1e-7)  # the parallel form, where its clamp does not bite
+    torch.testing.assert_close(variants.monotonic_attention(near, prev.double()), want.double(), atol=1e-6, rtol=0)
+
+
+def test_hard_monotonic_attention_stops_at_the_first_selected_position_on_or_after_the_last():
+    p = torch.tensor([[0.9, 0.2, 0.7, 0.6], [0.9, 0.1, 0.2, 0.3], [0.0, 0.0, 0.6, 0.0]])
+    prev = torch.tensor([[0.0, 1.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0]])
+    got = variants.hard_monotonic_attention(p, prev)
+    want = torch.tensor([[0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0]])
+    torch.testing.assert_close(got, want)  # row 1 ran off the end: no position, zero context
+    # a row that has run off stays off
+    torch.testing.assert_close(variants.hard_monotonic_attention(p, got)[1], torch.zeros(4))
+
+
+def test_monotonic_refuses_mismatched_shapes():
+    with pytest.raises(ValueError, match=r"prev must have the shape of p"):
+        variants.monotonic_attention(torch.rand(2, 4), torch.rand(2, 5))
+
+
+# ----------------------------------------------------------------- hard attention
+def test_gumbel_straight_through_is_one_hot_forward_and_soft_backward():
+    g = torch.Generator().manual_seed(4)
+    scores = torch.randn(3, 5, generator=g, requires_grad=True)
+    mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2, [True] + [False] * 4])
+    y = variants.gumbel_straight_through(scores, mask, 0.7, generator=torch.Generator().manual_seed(5))
+    assert torch.equal(y.detach().sum(-1), torch.ones(3))
+    assert set(y.detach().unique().tolist()) <= {0.0, 1.0}
+    assert y.detach()[1, 3:].sum() == 0 and y.detach()[2, 0] == 1  # never a padded position
+    # the gradient is the soft sample's: recompute it by hand with the same noise
+    u = torch.rand(scores.shape, generator=torch.Generator().manual_seed(5))
+    gumbel = -torch.log(-torch.log(u.clamp(1e-10, 1 - 1e-7)))
+    soft = torch.softmax(((scores + gumbel) / 0.7).masked_fill(~mask, float("-inf")), -1)
+    w = torch.randn(3, 5, generator=g)
+    (grad,) = torch.autograd.grad((y * w).sum(), scores)
+    (want,) = torch.autograd.grad((soft * w).sum(), scores)
+    torch.testing.assert_close(grad, want)
+    torch.testing.assert_close(y.detach(), torch.nn.functional.one_hot(soft.argmax(-1), 5).float())
+
+
+@pytest.mark.parametrize("tau", [0.0, -1.0, float("nan")])
+def test_gumbel_refuses_a_temperature_that_is_not_positive(tau):
+    with pytest.raises(ValueError, match=r"temperature must be > 0"):
+        variants.gumbel_straight_through(torch.rand(1, 3), torch.ones(1, 3, dtype=torch.bool), tau)
+
+
+def test_check_float_refuses_a_bool_and_a_string():
+    with pytest.raises(TypeError, match="lam must be a float"):
+        check_float("lam", True)
+    with pytest.raises(TypeError, match="lam must be a float"):
+        check_float("lam", "1")
+
+
+# ----------------------------------------------------------------- dropped / repeated words
+def test_dropped_repeated_counts_from_the_gold_links():
+    pair = Pair(
+        src=("the", "cat", "sees", "a", "dog"),
+        tgt=("le", "chat", "voit", "un", "chien"),
+        align=((0,), (1,), (2,), (3,), (4,)),
+        content=(False, True, True, False, True),
+    )
+    assert variants.dropped_repeated(pair.tgt, pair) == (0, 0)
+    assert variants.dropped_repeated(("le", "chat", "chat", "voit", "un"), pair) == (1, 1)  # chien dropped, chat twice
+    # function words are not counted: dropping "un" is no dropped source word
+    assert variants.dropped_repeated(("le", "chat", "voit", "chien"), pair) == (0, 0)
+    by_bucket = variants.coverage_errors([("le", "chat", "chat", "voit", "un"), pair.tgt], [pair, pair])
+    assert by_bucket == {"1-10": {"dropped": 1, "repeated": 1, "sentences": 2, "per_100_words": round(100 * 2 / 6, 2)}}
+
+
+def test_coverage_errors_refuses_unequal_lengths():
+    pair = Pair(src=("a",), tgt=("x",), align=((0,),), content=(True,))
+    with pytest.raises(ValueError, match="same length"):
+        variants.coverage_errors([], [pair])
+
+
+# ----------------------------------------------------------------- the switches on the model
+def test_default_config_has_every_variant_off_and_old_configs_load():
+    c = RNNConfig(src_vocab_size=5, tgt_vocab_size=5, attention="bahdanau")
+    assert (c.coverage, c.prev_conv, c.monotonic, c.hard, c.coverage_loss, c.align_loss) == (
+        False,
+        0,
+        False,
+        None,
+        0.0,
+        0.0,
+    )
+    names = {k for k in tiny().state_dict()}
+    assert not any(k.startswith(("coverage_proj", "prev_", "monotonic")) for k in names)
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_each_variant_trains_decodes_and_round_trips_through_a_checkpoint(name, tmp_path):
+    model = tiny(**VARIANTS[name])
+    model.train()
+    logits, attn = model(SRC, TGT_IN, gold_batch(), return_attention=True)
+    assert logits.shape == (2, 4, 11) and attn.shape == (2, 4, 5)
+    assert float(attn.detach()[1, :, 3:].abs().sum()) == 0.0  # padding never attended
+    loss = logits.logsumexp(-1).mean() + (model.aux_loss if model.aux_loss is not None else 0.0)
+    loss.backward()
+    assert all(p.grad is not None for n, p in model.named_parameters() if n.startswith(("score", "coverage", "prev_")))
+    if VARIANTS[name].get("coverage_loss") or VARIANTS[name].get("align_loss"):
+        assert model.aux_loss is not None and float(model.aux_loss.detach()) > 0
+    model.eval()
+    out = beam_search(model, SRC, beam=2, max_len=6)
+    assert out.tokens.shape[0] == 2
+    src_vocab = Vocab([*SPECIALS, *(f"s{i}" for i in range(12 - len(SPECIALS)))])
+    tgt_vocab = Vocab([*SPECIALS, *(f"w{i}" for i in range(11 - len(SPECIALS)))])
+    save_checkpoint(model, tmp_path / "m", src_vocab=src_vocab, tgt_vocab=tgt_vocab)
+    loaded, _ = load_checkpoint(tmp_path / "m")
+    assert loaded.config == model.config
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(SRC, TGT_IN), model(SRC, TGT_IN), atol=0, rtol=0)
+
+
+def test_coverage_state_is_the_running_sum_of_attention_and_enters_the_score():
+    model = tiny(coverage=True).eval()
+    memory = model.encode(SRC)
+    state = model.init_state(memory)
+    assert len(state) == 2 and torch.equal(state[1], torch.zeros(2, 5))
+    y = torch.tensor([1, 1])
+    total = torch.zeros(2, 5)
+    for t in range(3):
+        _, state, attn = model.step(memory, state, y, t)
+        total = total + attn
+        torch.testing.assert_close(state[1], total)
+    # the score sees the coverage: another coverage, other weights
+    s0 = model.init_state(memory)
+    _, _, a_fresh = model.step(memory, s0, y, 0)
+    _, _, a_covered = model.step(memory, (s0[0], torch.ones(2, 5) * 3), y, 0)
+    assert not torch.allclose(a_fresh, a_covered)
+
+
+def test_monotonic_model_trains_with_the_expectation_and_decodes_hard():
+    model = tiny(monotonic=True)
+    model.train()
+    _, soft = model(SRC, TGT_IN, return_attention=True)
+    assert not set(soft.detach().unique().tolist()) <= {0.0, 1.0}
+    model.eval()
+    _, hard = model(SRC, TGT_IN, return_attention=True)
+    assert set(hard.unique().tolist()) <= {0.0, 1.0}
+    pos = hard.argmax(-1)  # (B, T): the read head never moves left while it is on the source
+    alive = hard.sum(-1) > 0
+    for b in range(2):
+        steps = pos[b][alive[b]]
+        assert bool((steps[1:] >= steps[:-1]).all())
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        (dict(align_loss=-0.1), r"align_loss must be >= 0"),
+        (dict(coverage_loss=-1.0), r"coverage_loss must be >= 0"),
+        (dict(hard="gumbel", temperature=0.0), r"temperature must be > 0"),
+        (dict(temperature=-2.0), r"temperature must be > 0"),
+        (dict(hard="reinforce"), r"hard='reinforce'; expected None or 'gumbel'"),
+        (dict(prev_conv=4), r"prev_conv must be odd"),
+        (dict(coverage=True, score="dot"), r"set score='concat'"),
+        (dict(monotonic=True, hard="gumbel"), r"choose one"),
+        (dict(coverage=1), r"coverage must be a bool"),
+    ],
+)
+def test_hostile_configs_get_clear_errors(kw, match):
+    base = dict(src_vocab_size=5, tgt_vocab_size=5, emb_dim=4, hid_dim=4, attention="bahdanau")
+    with pytest.raises((ValueError, TypeError), match=match):
+        RNNConfig(**{**base, **kw})
+
+
+def test_variants_need_attention():
+    with pytest.raises(ValueError, match="need attention"):
+        RNNConfig(src_vocab_size=5, tgt_vocab_size=5, coverage_loss=1.0)
+
+
+def test_a_coverage_state_of_the_wrong_shape_is_refused():
+    model = tiny(coverage=True).eval()
+    memory = model.encode(SRC)
+    s0, cov = model.init_state(memory)
+    y = torch.tensor([1, 1])
+    with pytest.raises(ValueError, match=r"state\[1\] \(coverage\) must be a float \(B=2, S=5\) tensor, got"):
+        model.step(memory, (s0, cov[:, :4]), y, 0)
+    with pytest.raises(ValueError, match=r"state must be a tuple of 1 \(B, H\) tensors then 1 \(B, S\) \(coverage\)"):
+        model.step(memory, (s0,), y, 0)
+
+
+def test_supervised_training_needs_the_gold_attention_of_the_right_shape():
+    model = tiny(align_loss=1.0).train()
+    with pytest.raises(ValueError, match="needs the gold attention"):
+        model(SRC, TGT_IN)
+    with pytest.raises(ValueError, match=r"gold must be \(B, T, S\) = \(2, 4, 5\)"):
+        model(SRC, TGT_IN, gold_batch()[:, :3])
+    model.eval()
+    model(SRC, TGT_IN)  # eval needs no gold
+    assert model.aux_loss is None
+
+
+def test_replacing_a_field_keeps_the_config_checked():
+    c = RNNConfig(src_vocab_size=5, tgt_vocab_size=5, attention="bahdanau")
+    with pytest.raises(ValueError, match="align_loss must be >= 0"):
+        dataclasses.replace(c, align_loss=-1.0)
+
+
+def test_a_checkpoint_saved_before_the_variants_loads_with_every_switch_off():
+    import json
+
+    from attnlab.results import checkpoint_path
+
+    base = checkpoint_path("bahdanau", shipped=True)
+    config = json.loads(base.with_suffix(".json").read_text())["config"]
+    assert "coverage" not in config and "align_loss" not in config  # written before lesson 07
+    model, _ = load_checkpoint(base)
+    c = model.config
+    assert (c.coverage, c.prev_conv, c.monotonic, c.hard, c.align_loss) == (False, 0, False, None, 0.0)
+    assert len(model.init_state(model.encode(torch.tensor([[5, 2]])))) == 1  # the state has no extra tensors
+
+
+def test_the_training_loop_adds_the_models_aux_loss_in_training_only():
+    from types import SimpleNamespace
+
+    from attnlab.train import AuxLoss
+
+    model = tiny(align_loss=1.0).train()
+    model(SRC, TGT_IN, gold_batch())
+    cb = AuxLoss()
+    for training, want in ((True, 2.0 + float(model.aux_loss.detach())), (False, 2.0)):
+        learn = SimpleNamespace(model=model, loss_grad=torch.tensor(2.0), loss=torch.tensor(2.0), training=training)
+        cb.learn = learn
+        cb.after_loss()
+        assert float(learn.loss_grad.detach()) == pytest.approx(want)
+        assert float(learn.loss.detach()) == pytest.approx(want)
+
+
+def test_supervised_batches_carry_the_gold_attention():
+    from attnlab.corpus import Splits
+    from attnlab.loaders import make_dataloaders
+    from attnlab.vocab import build_vocabs
+
+    pairs = [
+        Pair(src=("a", "b"), tgt=("x", "y", "z"), align=((0,), (1,), ()), content=(True, True, False)),
+        Pair(src=("b",), tgt=("y",), align=((0,),), content=(True,)),
+    ]
+    splits = Splits(pairs, pairs, pairs)
+    sv, tv = build_vocabs(splits)
+    dls = make_dataloaders(splits, sv, tv, bs=2, device="cpu", alignments=True)
+    src, tgt_in, gold, tgt_out = dls.valid.one_batch()
+    assert gold.shape == (*tgt_in.shape, src.size(1))
+    assert dls.valid.n_inp == 3
+    assert float(gold.sum()) == 3.0  # three linked target tokens, each row summing to 1
