@@ -135,7 +135,8 @@ def coverage_explorer_widget(cases: Sequence[dict], labels: Sequence[str] | None
         raise ValueError("coverage_explorer_widget needs at least one case")
     labels = list(labels) if labels is not None else [" ".join(c["src"][:6]) + " …" for c in cases]
     sentence = widgets.Dropdown(
-        options=list(zip(labels, range(len(cases)), strict=True)), value=0, description="sentence"
+        options=list(zip(labels, range(len(cases)), strict=True)), value=0, description="sentence",
+        layout=widgets.Layout(width="28em"),  # room for a label of six words (the browser test checks it)
     )
     step = widgets.IntSlider(value=0, min=0, max=len(cases[0]["hyp"]) - 1, description="step")
     text = widgets.HTML()
