@@ -98,6 +98,17 @@ def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Size:
     return torch.Size((*batch, q.shape[-2], k.shape[-2]))
 
 
+def _check_scale(scale, head_dim: int) -> float:
+    """The score factor: ``scale`` checked (a finite real number), or ``1 / sqrt(head_dim)`` for ``None``."""
+    if scale is None:
+        return 1.0 / math.sqrt(head_dim)
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+        raise TypeError(f"scale must be a real number or None, got {type(scale).__name__} {scale!r}")
+    if not math.isfinite(scale):
+        raise ValueError(f"scale must be finite, got {scale}")
+    return float(scale)
+
+
 def _dead_rows(mask: torch.Tensor) -> torch.Tensor:
     """``(..., L, 1)`` bool: True where a query row has no allowed key at all."""
     if mask.dtype == torch.bool:
@@ -160,13 +171,7 @@ def scaled_dot_product_attention(
         check_mask(mask, scores_shape, name="mask")
         if mask.dtype != torch.bool:
             mask = mask.to(q.dtype)  # same shape; the fused kernel wants a float mask in q's dtype
-    if scale is None:
-        scale = 1.0 / math.sqrt(q.shape[-1])
-    elif isinstance(scale, bool) or not isinstance(scale, numbers.Real):
-        raise TypeError(f"scale must be a real number or None, got {type(scale).__name__} {scale!r}")
-    elif not math.isfinite(scale):
-        raise ValueError(f"scale must be finite, got {scale}")
-    scale = float(scale)
+    scale = _check_scale(scale, q.shape[-1])
     if is_causal and mask is None and L == S and not need_weights:
         # The fused kernel's own causal flag means the same thing when L == S and lets it skip
         # the blocked half of the scores instead of reading a mask.

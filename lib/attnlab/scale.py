@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import logging
 import math
-import numbers
 import warnings
 import weakref
 from collections.abc import Callable, Sequence
@@ -43,7 +42,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from .attention import _check_qkv, scaled_dot_product_attention
+from .attention import _check_qkv, _check_scale, scaled_dot_product_attention
 from .checks import check_float_tensor, check_int, check_positive_int
 from .masks import as_additive, causal_mask, check_mask
 
@@ -74,11 +73,7 @@ def _check_attention_args(q, k, v, attn_keep, scale) -> tuple[torch.Size, float]
     scores_shape = _check_qkv(q, k, v)  # (..., L, S)
     if attn_keep is not None:
         check_mask(attn_keep, scores_shape, name="attn_keep")
-    if scale is None:
-        scale = 1.0 / math.sqrt(q.shape[-1])
-    elif isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not math.isfinite(scale):
-        raise ValueError(f"scale must be a finite number or None, got {scale!r}")
-    return scores_shape, float(scale)
+    return scores_shape, _check_scale(scale, q.shape[-1])
 
 
 def naive_attention(
