@@ -430,3 +430,62 @@ def test_supervised_batches_carry_the_gold_attention():
     assert gold.shape == (*tgt_in.shape, src.size(1))
     assert dls.valid.n_inp == 3
     assert float(gold.sum()) == 3.0  # three linked target tokens, each row summing to 1
+
+
+def _gradient_problem(seed=0, B=3, S=5, D=2):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(B, S, generator=g), torch.randn(B, S, D, generator=g), torch.randn(B, D, generator=g)
+
+
+def test_exact_hard_attention_gradient_is_p_times_loss_minus_its_mean():
+    scores, values, target = _gradient_problem()
+    grad = variants.hard_attention_gradients(scores, values, target, estimator="exact", samples=2)
+    p = torch.softmax(scores, -1)
+    losses = ((values - target[:, None]) ** 2).sum(-1)
+    by_hand = p * (losses - (p * losses).sum(-1, keepdim=True))
+    torch.testing.assert_close(grad, by_hand.expand(2, -1, -1))
+
+
+def test_reinforce_is_unbiased_and_soft_attention_follows_another_gradient():
+    scores, values, target = _gradient_problem()
+    exact = variants.hard_attention_gradients(scores, values, target, estimator="exact")[0]
+    draws = variants.hard_attention_gradients(
+        scores, values, target, estimator="reinforce", samples=3000, generator=torch.Generator().manual_seed(1)
+    )
+    stderr = draws.std(0) / 3000**0.5
+    assert ((draws.mean(0) - exact).abs() <= 4 * stderr + 1e-6).all()
+    assert draws.var(0).mean() > 0.1  # a single draw is far from the mean: the noise lesson 07 shows
+    soft = variants.hard_attention_gradients(scores, values, target, estimator="soft")[0]
+    assert (soft - exact).abs().max() > 0.05
+
+
+def test_straight_through_gumbel_gradient_estimates_vary_and_read_one_position():
+    scores, values, target = _gradient_problem()
+    draws = variants.hard_attention_gradients(
+        scores, values, target, estimator="gumbel", samples=50, generator=torch.Generator().manual_seed(2)
+    )
+    assert draws.shape == (50, 3, 5) and torch.isfinite(draws).all()
+    assert draws.var(0).mean() > 0
+
+
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        (dict(estimator="score-function"), "estimator='score-function'"),
+        (dict(estimator="exact", samples=0), "samples must be an int >= 1"),
+        (dict(estimator="reinforce", baseline_decay=1.0), r"baseline_decay must be in \[0, 1\)"),
+        (dict(estimator="gumbel", temperature=0.0), "temperature"),
+    ],
+)
+def test_hard_attention_gradients_refuse_bad_arguments(kw, match):
+    scores, values, target = _gradient_problem()
+    with pytest.raises(ValueError, match=match):
+        variants.hard_attention_gradients(scores, values, target, **kw)
+
+
+def test_hard_attention_gradients_refuse_values_that_do_not_fit():
+    scores, values, target = _gradient_problem()
+    with pytest.raises(ValueError, match=r"values must be \(B=3, S=5, D\)"):
+        variants.hard_attention_gradients(scores, values[:, :4], target, estimator="exact")
+    with pytest.raises(ValueError, match=r"target must be \(B=3, D=2\)"):
+        variants.hard_attention_gradients(scores, values, target[:, :1], estimator="exact")

@@ -16,6 +16,10 @@ against a hand-written reference:
   the first source position whose selection probability is at least 1/2;
 * :func:`gumbel_straight_through` -- hard attention (Xu et al. 2015) trained with the
   straight-through Gumbel-softmax (Jang et al. 2017): one-hot forward, soft gradient backward;
+* :func:`hard_attention_gradients` -- why hard attention is hard to train: samples of the gradient
+  that REINFORCE (Williams 1992, with a moving-average baseline) and the straight-through
+  Gumbel-softmax give for one attention step, beside the exact gradient of the expected loss and
+  the deterministic gradient of soft attention (its mean-field stand-in);
 * :func:`dropped_repeated` / :func:`coverage_errors` -- under- and over-translation counted from
   the gold links: the source words whose translation is missing from the output or appears more
   often than in the reference.
@@ -45,6 +49,8 @@ __all__ = [
     "monotonic_attention",
     "hard_monotonic_attention",
     "gumbel_straight_through",
+    "GRADIENT_ESTIMATORS",
+    "hard_attention_gradients",
     "gold_fertility",
     "dropped_repeated",
     "coverage_errors",
@@ -221,6 +227,96 @@ def gumbel_straight_through(
     y = torch.softmax(((scores + g) / tau).masked_fill(~mask, float("-inf")), dim=-1)  # (B, S)
     hard = F.one_hot(y.argmax(-1), scores.size(1)).to(y.dtype)  # (B, S)
     return hard - y.detach() + y  # (B, S)
+
+
+GRADIENT_ESTIMATORS = ("exact", "soft", "reinforce", "gumbel")
+
+
+def hard_attention_gradients(
+    scores: torch.Tensor,
+    values: torch.Tensor,
+    target: torch.Tensor,
+    *,
+    estimator: str,
+    samples: int = 1,
+    temperature: float = 1.0,
+    baseline_decay: float = 0.9,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Gradient estimates, with respect to the scores, of one hard-attention step's expected loss.
+
+    Hard attention picks ``j ~ p = softmax(scores)`` and reads ``v_j``; with the loss
+    ``L(c) = ||c - target||^2`` the quantity training wants to lower is ``E_j[L(v_j)] = sum_j p_j L(v_j)``.
+    Its gradient can be computed exactly here (``S`` terms), so every estimator can be judged
+    against it:
+
+    * ``"exact"`` -- ``d/ds sum_j p_j L(v_j)``; the same for every sample;
+    * ``"soft"`` -- ``d/ds L(sum_j p_j v_j)``: soft attention's gradient, deterministic but of another
+      loss (the loss of the mean context, not the mean loss: soft attention as a mean-field stand-in);
+    * ``"reinforce"`` -- ``(L(v_j) - b) d/ds log p_j`` for a sampled ``j``, with ``b`` a moving
+      average of the losses of the *earlier* samples (``b <- decay b + (1 - decay) L`` after each
+      draw, starting at 0), so that ``b`` does not depend on the current draw: unbiased, but noisy,
+      since a single draw says nothing about the positions it did not pick;
+    * ``"gumbel"`` -- the straight-through Gumbel-softmax of :func:`gumbel_straight_through`: one-hot
+      forward, the relaxed sample's gradient backward; lower variance, biased.
+
+    Args:
+        scores: ``(B, S)`` attention scores (every position takes part).
+        values: ``(B, S, D)`` the vectors attention reads.
+        target: ``(B, D)`` what the read vector should be.
+        estimator: one of :data:`GRADIENT_ESTIMATORS`.
+        samples: how many estimates to draw (>= 1).
+        temperature: Gumbel-softmax temperature (``"gumbel"`` only; > 0).
+        baseline_decay: moving-average decay of the REINFORCE baseline, in ``[0, 1)``.
+        generator: random generator for the samples.
+
+    Returns:
+        ``(samples, B, S)`` gradient estimates.
+
+    Raises:
+        ValueError: an unknown estimator, shapes that do not fit, ``samples < 1``, a bad decay or temperature.
+    """
+    if estimator not in GRADIENT_ESTIMATORS:
+        raise ValueError(f"estimator={estimator!r}; expected one of {GRADIENT_ESTIMATORS}")
+    check_float_tensor("scores", scores, dims=2, shape_text="(B, S)")
+    B, S = scores.shape
+    check_float_tensor("values", values, dims=3, shape_text="(B, S, D)")
+    if values.shape[:2] != (B, S):
+        raise ValueError(f"values must be (B={B}, S={S}, D), got {tuple(values.shape)}")
+    check_float_tensor("target", target, dims=2, shape_text="(B, D)")
+    if target.shape != (B, values.size(2)):
+        raise ValueError(f"target must be (B={B}, D={values.size(2)}), got {tuple(target.shape)}")
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+        raise ValueError(f"samples must be an int >= 1, got {samples!r}")
+    check_float("temperature", temperature, strict=True)
+    decay = check_float("baseline_decay", baseline_decay)
+    if decay >= 1:
+        raise ValueError(f"baseline_decay must be in [0, 1), got {baseline_decay!r}")
+    losses = ((values - target.unsqueeze(1)) ** 2).sum(-1)  # (B, S) L(v_j) for every position
+    out = []
+    baseline = scores.new_zeros(B)  # (B,)
+    mask = torch.ones_like(scores, dtype=torch.bool)  # (B, S)
+    for _ in range(samples):
+        s = scores.detach().clone().requires_grad_(True)  # (B, S)
+        p = torch.softmax(s, dim=-1)  # (B, S)
+        if estimator == "exact":
+            objective = (p * losses).sum()
+        elif estimator == "soft":
+            context = torch.einsum("bs,bsd->bd", p, values)  # (B, D)
+            objective = ((context - target) ** 2).sum()
+        elif estimator == "reinforce":
+            j = torch.multinomial(p.detach(), 1, generator=generator).squeeze(1)  # (B,)
+            picked = losses.gather(1, j.unsqueeze(1)).squeeze(1)  # (B,)
+            log_p = torch.log_softmax(s, dim=-1).gather(1, j.unsqueeze(1)).squeeze(1)  # (B,)
+            objective = ((picked - baseline).detach() * log_p).sum()
+            baseline = decay * baseline + (1 - decay) * picked.detach()  # (B,) for the next draw
+        else:
+            hard = gumbel_straight_through(s, mask, temperature, generator=generator)  # (B, S)
+            context = torch.einsum("bs,bsd->bd", hard, values)  # (B, D)
+            objective = ((context - target) ** 2).sum()
+        (grad,) = torch.autograd.grad(objective, s)
+        out.append(grad)
+    return torch.stack(out)  # (samples, B, S)
 
 
 def gold_fertility(pair: Pair) -> list[int]:
