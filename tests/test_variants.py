@@ -489,3 +489,64 @@ def test_hard_attention_gradients_refuse_values_that_do_not_fit():
         variants.hard_attention_gradients(scores, values[:, :4], target, estimator="exact")
     with pytest.raises(ValueError, match=r"target must be \(B=3, D=2\)"):
         variants.hard_attention_gradients(scores, values, target[:, :1], estimator="exact")
+
+
+# ----------------------------------------------------------------- attention as explanation
+def test_uniform_attention_spreads_weights_evenly_and_restores_the_model():
+    model = tiny().eval()
+    with torch.no_grad():
+        before_logits, before = model(SRC, TGT_IN, return_attention=True)
+        with variants.uniform_attention(model) as m:
+            logits, attn = m(SRC, TGT_IN, return_attention=True)
+        after_logits, _ = model(SRC, TGT_IN, return_attention=True)
+    torch.testing.assert_close(attn[0], torch.full((4, 5), 0.2))
+    torch.testing.assert_close(attn[1, :, :3], torch.full((4, 3), 1 / 3))
+    assert float(attn[1, :, 3:].abs().sum()) == 0.0
+    assert not torch.allclose(logits, before_logits)  # the intervention changes the output ...
+    torch.testing.assert_close(after_logits, before_logits, atol=0, rtol=0)  # ... and is undone after the block
+    assert "_attend" not in vars(model)
+
+
+def test_uniform_attention_is_undone_when_the_block_raises():
+    model = tiny()
+    with pytest.raises(RuntimeError, match="inside"), variants.uniform_attention(model):
+        raise RuntimeError("inside")
+    assert "_attend" not in vars(model)
+
+
+@pytest.mark.parametrize("kw", [dict(coverage=True), dict(monotonic=True)])
+def test_uniform_attention_refuses_models_it_would_break(kw):
+    with pytest.raises(ValueError, match="plain global soft attention"), variants.uniform_attention(tiny(**kw)):
+        pass
+    cfg = RNNConfig(src_vocab_size=12, tgt_vocab_size=11, emb_dim=6, hid_dim=8)
+    with pytest.raises(ValueError, match="needs a Seq2SeqRNN with attention"), variants.uniform_attention(
+        Seq2SeqRNN(cfg)
+    ):
+        pass
+
+
+def _toy_vocabs():
+    src_vocab = Vocab([*SPECIALS, *(f"s{i}" for i in range(12 - len(SPECIALS)))])
+    tgt_vocab = Vocab([*SPECIALS, *(f"w{i}" for i in range(11 - len(SPECIALS)))])
+    return src_vocab, tgt_vocab
+
+
+def test_leave_one_out_importance_matches_one_forward_per_removed_word():
+    model = tiny().eval()
+    src_vocab, tgt_vocab = _toy_vocabs()
+    pair = Pair(src=("s0", "s1", "s2"), tgt=("w0", "w1"), align=((0,), (2,)), content=(True, True))
+    imp = variants.leave_one_out_importance(model, pair, src_vocab, tgt_vocab)
+    assert imp.shape == (2, 3)
+
+    def logp(src_words):
+        src = torch.tensor([src_vocab.encode(src_words)])  # (1, S) with <eos>
+        tgt_in = torch.tensor([[1, *tgt_vocab.encode(pair.tgt, eos=False)]])  # (1, T+1)
+        with torch.no_grad():
+            lp = torch.log_softmax(model(src, tgt_in), -1)[0]  # (T+1, V)
+        return torch.stack([lp[t, tgt_vocab.encode(pair.tgt, eos=False)[t]] for t in range(2)])  # (T,)
+
+    full = logp(pair.src)
+    for j in range(3):
+        torch.testing.assert_close(imp[:, j], full - logp(pair.src[:j] + pair.src[j + 1 :]), atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="at least 2 words"):
+        variants.leave_one_out_importance(model, Pair(src=("s0",), tgt=("w0",)), src_vocab, tgt_vocab)

@@ -20,6 +20,9 @@ against a hand-written reference:
   that REINFORCE (Williams 1992, with a moving-average baseline) and the straight-through
   Gumbel-softmax give for one attention step, beside the exact gradient of the expected loss and
   the deterministic gradient of soft attention (its mean-field stand-in);
+* :func:`uniform_attention` / :func:`leave_one_out_importance` -- two of Jain & Wallace's (2019)
+  tests of "attention as explanation": decode with the weights replaced by a uniform distribution,
+  and the importance of each source word measured by leaving it out;
 * :func:`dropped_repeated` / :func:`coverage_errors` -- under- and over-translation counted from
   the gold links: the source words whose translation is missing from the output or appears more
   often than in the reference.
@@ -33,8 +36,9 @@ S  source length (incl. ``<eos>``)
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -51,6 +55,8 @@ __all__ = [
     "gumbel_straight_through",
     "GRADIENT_ESTIMATORS",
     "hard_attention_gradients",
+    "uniform_attention",
+    "leave_one_out_importance",
     "gold_fertility",
     "dropped_repeated",
     "coverage_errors",
@@ -317,6 +323,73 @@ def hard_attention_gradients(
         (grad,) = torch.autograd.grad(objective, s)
         out.append(grad)
     return torch.stack(out)  # (samples, B, S)
+
+
+@contextlib.contextmanager
+def uniform_attention(model) -> Iterator:
+    """Inside the block, the RNN model attends uniformly: every real source position gets ``1 / S_b``.
+
+    Jain & Wallace's (2019) first test: if decoding with uniform weights gives (nearly) the same
+    output, the learned weights cannot be what the prediction rests on. Only the weights change;
+    the decoder still reads a context vector (the mean of the encoder states).
+
+    Args:
+        model: a :class:`attnlab.rnn.Seq2SeqRNN` with plain soft attention (no local window and no
+            lesson-07 switch that keeps attention state).
+
+    Raises:
+        ValueError: a model without attention, or with a variant that this intervention would break.
+    """
+    c = getattr(model, "config", None)
+    if c is None or getattr(c, "attention", None) is None or not hasattr(model, "_attend"):
+        raise ValueError("uniform_attention needs a Seq2SeqRNN with attention")
+    if c.local or c.coverage or c.prev_conv or c.monotonic or c.hard:
+        raise ValueError("uniform_attention is defined for plain global soft attention (no local/variant switch)")
+
+    def _uniform(query, memory, t, extras=()):
+        mask = memory["mask"].to(memory["states"].dtype)  # (B, S)
+        attn = mask / mask.sum(-1, keepdim=True)  # (B, S)
+        context = torch.bmm(attn.unsqueeze(1), memory["states"]).squeeze(1)  # (B, H)
+        return context, attn, ()
+
+    model._attend = _uniform  # an instance attribute shadows the method until it is deleted
+    try:
+        yield model
+    finally:
+        del model._attend
+
+
+def leave_one_out_importance(model, pair: Pair, src_vocab, tgt_vocab) -> torch.Tensor:
+    """How much each source word matters to each reference token: the log-probability lost without it.
+
+    ``I[t, j] = log p(y_t | y_<t, x) - log p(y_t | y_<t, x without word j)``, with the reference
+    fed in (teacher forcing), eval mode, no gradients. Large means the prediction needed word ``j``.
+
+    Args:
+        model: a model whose ``forward(src, tgt_in)`` gives ``(B, T, V)`` logits.
+        pair: one sentence pair (at least two source words).
+        src_vocab, tgt_vocab: the model's vocabularies.
+
+    Returns:
+        ``(T, S)`` float tensor: ``T`` reference tokens (no ``<eos>``), ``S`` source words (no ``<eos>``).
+
+    Raises:
+        ValueError: a source of fewer than two words.
+    """
+    from .checks import eval_mode  # local: checks is light, but keep this module's imports minimal
+    from .loaders import collate, encode_pairs
+
+    S = len(pair.src)
+    if S < 2:
+        raise ValueError(f"leave_one_out_importance needs a source of at least 2 words, got {S}")
+    variants_ = [pair] + [Pair(pair.src[:j] + pair.src[j + 1 :], pair.tgt) for j in range(S)]
+    src, tgt_in, tgt_out = collate(encode_pairs(variants_, src_vocab, tgt_vocab))  # (S+1, *) each
+    device = next(model.parameters()).device
+    with eval_mode(model), torch.no_grad():
+        logits = model(src.to(device), tgt_in.to(device))  # (S+1, T+1, V)
+    logp = torch.log_softmax(logits.float(), -1).gather(-1, tgt_out.to(device).unsqueeze(-1)).squeeze(-1)  # (S+1, T+1)
+    T = len(pair.tgt)
+    return (logp[0] - logp[1:])[:, :T].T.cpu()  # (T, S)
 
 
 def gold_fertility(pair: Pair) -> list[int]:
