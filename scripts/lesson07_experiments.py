@@ -10,6 +10,13 @@ turned on. Without names the default runs below are trained, one after the other
 through :func:`attnlab.experiments.run` with ``ship=True`` (checkpoints in ``data/checkpoints``,
 results in ``data/results``).
 
+With ``--explanation`` (also run after training) three shipped models that translate about equally
+well -- ``bahdanau``, ``luong_concat`` and ``luong_location`` -- go through two of Jain & Wallace's
+(2019) tests: BLEU when their attention is replaced by uniform weights
+(:func:`attnlab.variants.uniform_attention`), and the agreement of each content token's attention
+with leave-one-out importance (:func:`attnlab.variants.leave_one_out_importance`) on 60 test
+sentences of 11-20 tokens; the figures go to ``data/results/comparisons/lesson07_explanation.json``.
+
 Afterwards (or with ``--table-only``) every shipped lesson-07 run and its baselines are decoded on the
 test split once more to count dropped and repeated words per bucket
 (:func:`attnlab.variants.coverage_errors`); the counts go to
@@ -22,13 +29,15 @@ import argparse
 import json
 import sys
 
+import numpy as np
 import torch
+from scipy.stats import spearmanr
 
 from attnlab import experiments, results
 from attnlab.checkpoint import CheckpointError
 from attnlab.corpus import BUCKET_NAMES, load_splits
-from attnlab.evaluate import translate
-from attnlab.variants import coverage_errors
+from attnlab.evaluate import corpus_bleu, forced_attention, translate
+from attnlab.variants import coverage_errors, leave_one_out_importance, uniform_attention
 
 RUNS = [
     ("bahdanau_supervised", "fr"),
@@ -36,9 +45,50 @@ RUNS = [
     ("bahdanau_coverage", "fr"),
     ("bahdanau_monotonic", "fr"),
     ("bahdanau_monotonic", "ko"),
+    ("bahdanau_coverage", "ko"),
+    ("bahdanau_location_aware", "fr"),
+    ("bahdanau_gumbel", "fr"),
 ]
 BASELINES = [("rnn_noattn", "fr"), ("bahdanau", "fr"), ("bahdanau", "ko"), ("rnn_noattn", "ko")]
 VARIANTS = [n for n in experiments.EXPERIMENTS if n.startswith("bahdanau_")]
+EXPLAINED = ["bahdanau", "luong_concat", "luong_location"]
+EXPLANATION_SENTENCES = 60  # leave-one-out costs one forward pass per source word
+
+
+def explanation() -> dict:
+    """Uniform-attention BLEU and attention vs leave-one-out importance for :data:`EXPLAINED` (English->French)."""
+    test = load_splits(target="fr").test
+    sample = [p for p in test if p.bucket == "11-20"][:EXPLANATION_SENTENCES]
+    out = {"sentences": len(sample), "bucket": "11-20", "models": {}}
+    for file in EXPLAINED:
+        model, meta, _ = experiments.load_trained(file, prefer_live=False)
+        model.eval()
+        sv, tv = meta["src_vocab"], meta["tgt_vocab"]
+        refs = [p.tgt for p in sample]
+        hyps, _, _ = translate(model, [p.src for p in sample], sv, tv)
+        with uniform_attention(model):
+            uniform, _, _ = translate(model, [p.src for p in sample], sv, tv)
+        attns = forced_attention(model, sample, sv, tv)
+        rho, same_top, gold_top = [], [], []
+        for attn, pair in zip(attns, sample, strict=True):
+            importance = leave_one_out_importance(model, pair, sv, tv).numpy()  # (T, S)
+            for t, is_content in enumerate(pair.content):
+                if not is_content:
+                    continue
+                rho.append(spearmanr(attn[t], importance[t]).statistic)
+                same_top.append(int(attn[t].argmax()) == int(importance[t].argmax()))
+                gold_top.append(int(importance[t].argmax()) in pair.align[t])
+        out["models"][file] = {
+            "bleu": corpus_bleu(hyps, refs),
+            "bleu_uniform": corpus_bleu(uniform, refs),
+            "spearman_attention_loo": float(np.nanmean(rho)),
+            "top_attention_is_top_loo": float(np.mean(same_top)),
+            "top_loo_on_gold": float(np.mean(gold_top)),
+            "content_tokens": len(rho),
+        }
+        print(file, json.dumps(out["models"][file]))
+    results.write_comparison("lesson07_explanation", out)
+    return out
 
 
 def count_errors() -> dict:
@@ -78,12 +128,17 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="*", help="NAME[:PAIR] (default: the lesson's runs)")
     ap.add_argument("--table-only", action="store_true", help="count and print from the shipped files only")
+    ap.add_argument("--explanation", action="store_true", help="only the attention-as-explanation tests")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
+    if args.explanation:
+        explanation()
+        return 0
     runs = [tuple(r.split(":")) if ":" in r else (r, "fr") for r in args.runs] or RUNS
     if not args.table_only:
         for name, pair in runs:
             experiments.main([name, "--pair", pair, "--ship", "--profile", "cpu"])
+        explanation()
     table(count_errors())
     return 0
 

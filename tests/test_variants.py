@@ -550,3 +550,17 @@ def test_leave_one_out_importance_matches_one_forward_per_removed_word():
         torch.testing.assert_close(imp[:, j], full - logp(pair.src[:j] + pair.src[j + 1 :]), atol=1e-5, rtol=0)
     with pytest.raises(ValueError, match="at least 2 words"):
         variants.leave_one_out_importance(model, Pair(src=("s0",), tgt=("w0",)), src_vocab, tgt_vocab)
+
+
+def test_the_reinforce_baseline_lowers_the_variance_here_and_can_be_switched_off():
+    scores, values, target = _gradient_problem()
+    var = {}
+    for flag in (False, True):
+        draws = variants.hard_attention_gradients(
+            scores, values, target, estimator="reinforce", samples=2000, baseline=flag,
+            generator=torch.Generator().manual_seed(4),
+        )
+        var[flag] = float(draws.var(0).mean())
+    assert var[True] < var[False]
+    with pytest.raises(TypeError, match="baseline must be a bool"):
+        variants.hard_attention_gradients(scores, values, target, estimator="reinforce", baseline=1)

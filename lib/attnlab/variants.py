@@ -247,6 +247,7 @@ def hard_attention_gradients(
     samples: int = 1,
     temperature: float = 1.0,
     baseline_decay: float = 0.9,
+    baseline: bool = True,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
     """Gradient estimates, with respect to the scores, of one hard-attention step's expected loss.
@@ -274,6 +275,7 @@ def hard_attention_gradients(
         samples: how many estimates to draw (>= 1).
         temperature: Gumbel-softmax temperature (``"gumbel"`` only; > 0).
         baseline_decay: moving-average decay of the REINFORCE baseline, in ``[0, 1)``.
+        baseline: ``False``: REINFORCE without a baseline (``b = 0``), to show what the baseline buys.
         generator: random generator for the samples.
 
     Returns:
@@ -300,6 +302,9 @@ def hard_attention_gradients(
         raise ValueError(f"baseline_decay must be in [0, 1), got {baseline_decay!r}")
     losses = ((values - target.unsqueeze(1)) ** 2).sum(-1)  # (B, S) L(v_j) for every position
     out = []
+    if not isinstance(baseline, bool):
+        raise TypeError(f"baseline must be a bool, got {type(baseline).__name__}")
+    use_baseline = baseline
     baseline = scores.new_zeros(B)  # (B,)
     mask = torch.ones_like(scores, dtype=torch.bool)  # (B, S)
     for _ in range(samples):
@@ -315,7 +320,8 @@ def hard_attention_gradients(
             picked = losses.gather(1, j.unsqueeze(1)).squeeze(1)  # (B,)
             log_p = torch.log_softmax(s, dim=-1).gather(1, j.unsqueeze(1)).squeeze(1)  # (B,)
             objective = ((picked - baseline).detach() * log_p).sum()
-            baseline = decay * baseline + (1 - decay) * picked.detach()  # (B,) for the next draw
+            if use_baseline:
+                baseline = decay * baseline + (1 - decay) * picked.detach()  # (B,) for the next draw
         else:
             hard = gumbel_straight_through(s, mask, temperature, generator=generator)  # (B, S)
             context = torch.einsum("bs,bsd->bd", hard, values)  # (B, D)
