@@ -7,16 +7,22 @@ import pytest
 from attnlab import models
 from attnlab.rnn import RNNConfig, Seq2SeqRNN
 from attnlab.transformer import Transformer, TransformerConfig
+from attnlab.vision import Captioner, CaptionerConfig, CNNClassifier, CNNConfig, ViT, ViTConfig
 
 
 def test_families_and_their_classes():
     assert {n: (f.model_cls, f.config_cls) for n, f in models.FAMILIES.items()} == {
         "rnn": (Seq2SeqRNN, RNNConfig),
         "transformer": (Transformer, TransformerConfig),
+        "captioner": (Captioner, CaptionerConfig),
+        "vit": (ViT, ViTConfig),
+        "cnn": (CNNClassifier, CNNConfig),
     }
+    # checkpoints store and check the vocabularies named by these fields (attnlab.checkpoint.vocab_sides)
+    sides = {"rnn": {"src", "tgt"}, "transformer": {"src", "tgt"}, "captioner": {"tgt"}, "vit": set(), "cnn": set()}
     for fam in models.FAMILIES.values():
         fields = {f.name for f in dataclasses.fields(fam.config_cls)}
-        assert {"src_vocab_size", "tgt_vocab_size"} <= fields, fam.name  # checkpoints check vocabularies by these
+        assert {f"{side}_vocab_size" for side in sides[fam.name]} <= fields, fam.name
 
 
 def test_build_model_from_a_dict_or_a_config():
@@ -28,7 +34,7 @@ def test_build_model_from_a_dict_or_a_config():
 
 
 def test_bad_names_and_configs():
-    with pytest.raises(ValueError, match=r"unknown model family 'lstm'; known: \['rnn', 'transformer'\]"):
+    with pytest.raises(ValueError, match=r"unknown model family 'lstm'; known: \['captioner', 'cnn', 'rnn', 'transformer', 'vit'\]"):
         models.get_family("lstm")
     with pytest.raises(TypeError, match="config of family 'transformer' must be a TransformerConfig or a dict, got RNNConfig"):
         models.build_model("transformer", RNNConfig(9, 11))

@@ -214,3 +214,155 @@ def test_step_checks_its_inputs(attention):
         model.step(memory, (state[0][:2], *state[1:]), y, 0)
     with pytest.raises(ValueError, match="state must be a tuple of .*, got Tensor"):
         model.step(memory, state[0], y, 0)
+
+
+# ------------------------------------------------------------------ decoding from given states
+STATE_VARIANTS = [
+    dict(attention=None),
+    dict(attention="bahdanau"),
+    dict(attention="luong", score="dot"),
+    dict(attention="bahdanau", coverage=True, prev_conv=3),
+    dict(attention="luong", score="general", local="m", window=2),
+]
+
+
+def make_states(attention="bahdanau", H=12, **kw):
+    torch.manual_seed(0)
+    return Seq2SeqRNN(RNNConfig(None, V_TGT, emb_dim=8, hid_dim=H, attention=attention, source="states", **kw)).eval()
+
+
+def states_batch(H=12):
+    torch.manual_seed(2)
+    states = torch.randn(3, 5, H)
+    mask = torch.ones(3, 5, dtype=torch.bool)
+    mask[1, 3:] = False
+    return states, mask
+
+
+@pytest.mark.parametrize("kw", VARIANTS, ids=lambda kw: "-".join(str(v) for v in kw.values()))
+def test_forward_is_decode_of_encode(kw):
+    """The split changes nothing: forward(src) is decode(encode(src)), to the bit."""
+    model = make(**kw)
+    src, tgt_in = batch()
+    logits, attn = model(src, tgt_in, return_attention=True)
+    logits2, attn2 = model.decode(model.encode(src), tgt_in, return_attention=True)
+    assert torch.equal(logits, logits2)
+    assert (attn is None and attn2 is None) or torch.equal(attn, attn2)
+
+
+def test_token_memory_and_states_memory_have_the_same_keys():
+    tokens = make("bahdanau")
+    src, _ = batch()
+    states, mask = states_batch()
+    from_states = make_states().memory_from_states(states, mask)
+    assert list(tokens.encode(src)) == list(from_states) == ["states", "mask", "lengths", "summary", "prepared"]
+    assert from_states["lengths"].tolist() == [5, 3, 5]
+    assert list(make_states(None).memory_from_states(states)) == ["states", "mask", "lengths", "summary"]
+
+
+def test_a_states_model_has_no_source_embedding_or_encoder_and_every_weight_is_used():
+    model = make_states().train()
+    names = {n for n, _ in model.named_parameters()}
+    assert not any(n.startswith(("src_emb", "encoder")) for n in names)
+    assert {n for n, _ in make("bahdanau").named_parameters()} - names == {
+        n for n, _ in make("bahdanau").named_parameters() if n.startswith(("src_emb", "encoder"))
+    }
+    states, mask = states_batch()
+    _, tgt_in = batch()
+    model.decode(model.memory_from_states(states, mask), tgt_in).sum().backward()
+    unused = [n for n, p in model.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
+    assert not unused
+
+
+def test_summary_of_states_is_the_mean_over_the_mask():
+    model = make_states()
+    states, mask = states_batch()
+    memory = model.memory_from_states(states, mask)
+    torch.testing.assert_close(memory["summary"][1], states[1, :3].mean(0))
+    torch.testing.assert_close(memory["summary"][0], states[0].mean(0))
+    full = model.memory_from_states(states)
+    assert full["mask"].all() and full["mask"].dtype == torch.bool
+    torch.testing.assert_close(full["summary"], states.mean(1))
+
+
+@pytest.mark.parametrize("kw", STATE_VARIANTS, ids=lambda kw: "-".join(str(v) for v in kw.values()))
+def test_states_model_masks_and_ignores_masked_states(kw):
+    model = make_states(**kw)
+    states, mask = states_batch()
+    _, tgt_in = batch()
+    logits, attn = model.decode(model.memory_from_states(states, mask), tgt_in, return_attention=True)
+    assert logits.shape == (3, 6, V_TGT)
+    changed = states.clone()
+    changed[1, 3:] = 100.0  # values under a False mask must not matter
+    logits2, _ = model.decode(model.memory_from_states(changed, mask), tgt_in, return_attention=True)
+    torch.testing.assert_close(logits, logits2)
+    if kw["attention"] is not None:
+        assert attn.shape == (3, 6, 5) and (attn[1, :, 3:] == 0).all()
+        torch.testing.assert_close(attn.sum(-1), torch.ones(3, 6))
+
+
+def test_states_model_encode_forward_and_greedy_decoding_take_float_states():
+    from attnlab.decoding import greedy_decode
+
+    model = make_states()
+    states, _ = states_batch()
+    _, tgt_in = batch()
+    memory = model.encode(states)
+    assert memory["mask"].all()
+    assert torch.equal(model(states, tgt_in), model.decode(model.memory_from_states(states), tgt_in))
+    out = greedy_decode(model, states, max_len=5)
+    assert out.tokens.shape[0] == 3 and out.attn.shape[2] == 5
+    with pytest.raises(TypeError, match="src must be a floating-point tensor, got dtype torch.int64"):
+        greedy_decode(model, torch.ones(3, 5, 12, dtype=torch.long))
+    with pytest.raises(TypeError, match="src must be a floating-point tensor"):
+        model(torch.ones(3, 5, 12, dtype=torch.long), tgt_in)
+    with pytest.raises(ValueError, match=r"src must be \(B, S, H\), got shape \(3, 5\)"):
+        model(torch.ones(3, 5), tgt_in)
+
+
+def test_states_config_errors():
+    with pytest.raises(ValueError, match="src_vocab_size must be None with source='states'.*got 5"):
+        RNNConfig(5, 5, source="states")
+    with pytest.raises(TypeError, match="src_vocab_size must be an int, got NoneType None"):
+        RNNConfig(None, 5)
+    with pytest.raises(ValueError, match="source must be one of 'tokens', 'states', got 'pixels'"):
+        RNNConfig(5, 5, source="pixels")
+    RNNConfig(None, 5, hid_dim=7, source="states")  # no bidirectional encoder: an odd size is fine
+
+
+def test_states_and_mask_errors():
+    model = make_states(H=12)
+    states, mask = states_batch()
+    with pytest.raises(TypeError, match="states must be a floating-point tensor"):
+        model.memory_from_states(states.long())
+    with pytest.raises(ValueError, match=r"states must be \(B, S, H\), got shape \(5, 12\)"):
+        model.memory_from_states(states[0])
+    with pytest.raises(ValueError, match=r"states must be \(B, S >= 1, H=12\), got shape \(3, 5, 8\)"):
+        model.memory_from_states(states[..., :8])
+    with pytest.raises(ValueError, match=r"states must be \(B, S >= 1, H=12\), got shape \(3, 0, 12\)"):
+        model.memory_from_states(states[:, :0])
+    with pytest.raises(TypeError, match="states has dtype torch.float64 but the model's weights are torch.float32"):
+        model.memory_from_states(states.double())
+    with pytest.raises(TypeError, match="mask must be a bool tensor .*got dtype torch.int64"):
+        model.memory_from_states(states, mask.long())
+    with pytest.raises(ValueError, match=r"mask must be \(B, S\) = \(3, 5\) .*got shape \(3, 4\)"):
+        model.memory_from_states(states, mask[:, :4])
+    with pytest.raises(ValueError, match=r"mask must be \(B, S\), got shape \(5,\)"):
+        model.memory_from_states(states, mask[0])
+    empty = mask.clone()
+    empty[2] = False
+    with pytest.raises(ValueError, match="mask row 2 has no True"):
+        model.memory_from_states(states, empty)
+    holes = mask.clone()
+    holes[0, 1] = False
+    model.memory_from_states(states, holes)  # soft attention takes any mask
+    with pytest.raises(ValueError, match="mask row 0 has padding"):
+        make_states("luong", score="general", local="m").memory_from_states(states, holes)
+    with pytest.raises(ValueError, match="states is on cpu but the model is on meta"):
+        make_states().to("meta").memory_from_states(states)
+    with pytest.raises(TypeError, match=r"memory must be the dict of encode or memory_from_states .*got Tensor"):
+        model.decode(states, batch()[1])
+    with pytest.raises(TypeError, match=r"memory must be the dict .*got \['states'\]"):
+        model.decode({"states": states}, batch()[1])
+    with pytest.raises(ValueError, match=r"tgt_in must be \(B=3, T\)"):
+        model.decode(model.memory_from_states(states), batch()[1][:2])

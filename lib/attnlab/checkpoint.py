@@ -5,16 +5,19 @@
 * ``kind`` -- the model family (:data:`attnlab.models.FAMILIES`), ``config`` -- its frozen config;
 * ``corpus_version`` -- the corpus the model was trained on;
 * ``weights_sha256`` -- the sha256 of the ``.safetensors`` file's bytes, written at save time;
-* ``src_vocab`` / ``tgt_vocab`` -- ``{"itos": [...]}``, so the checkpoint is self-contained;
+* ``src_vocab`` / ``tgt_vocab`` -- ``{"itos": [...]}``, so the checkpoint is self-contained; only the
+  sides the model has (see :func:`vocab_sides`: a captioner has no source vocabulary, an image
+  classifier none at all);
 * ``shapes`` (for reading), ``metrics``, and whatever the saver added (``experiment``, ``pair``).
 
 Loading checks, in order, and raises :class:`CheckpointError` naming the file at the first failure:
 the JSON parses and has every field with the right type; the family is known and the config builds;
-each vocabulary has the size the config's embeddings expect; the weights file's digest equals the
-recorded one (so a flipped byte anywhere in it, a truncated file or a file swapped for another is
-caught before any tensor is read); the file parses; every weight's name, shape and dtype matches the
-model the config builds; then the weights go in with a strict ``load_state_dict``. A checkpoint that
-loads is therefore the model that was saved, never a half-loaded or silently altered one.
+the vocabularies it needs are there, and each has the size the config's embeddings expect; the
+weights file's digest equals the recorded one (so a flipped byte anywhere in it, a truncated file or
+a file swapped for another is caught before any tensor is read); the file parses; every weight's
+name, shape and dtype matches the model the config builds; then the weights go in with a strict
+``load_state_dict``. A checkpoint that loads is therefore the model that was saved, never a
+half-loaded or silently altered one.
 
 A bare name (no folder, no suffix) means a shipped checkpoint in ``data/checkpoints``
 (:func:`attnlab.results.checkpoint_path`).
@@ -38,9 +41,10 @@ from .corpus import CORPUS_VERSION
 from .results import checkpoint_path, read_json_object
 from .vocab import Vocab
 
-__all__ = ["CheckpointError", "save_checkpoint", "load_checkpoint", "stamp_digest", "file_sha256"]
+__all__ = ["CheckpointError", "save_checkpoint", "load_checkpoint", "stamp_digest", "file_sha256", "vocab_sides"]
 
 DIGEST_KEY = "weights_sha256"
+SIDES = ("src", "tgt")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -64,12 +68,22 @@ def _resolve(name_or_path: str | Path) -> tuple[Path, Path]:
     return base.with_suffix(".safetensors"), base.with_suffix(".json")
 
 
+def vocab_sides(config) -> tuple[str, ...]:
+    """The vocabularies (``"src"``, ``"tgt"``) a model with this config reads or writes.
+
+    A side counts when the config has a ``<side>_vocab_size`` field that is not ``None``: both for the
+    text models, ``("tgt",)`` for a captioner or an RNN decoding from given states, none for an
+    image classifier.
+    """
+    return tuple(side for side in SIDES if getattr(config, f"{side}_vocab_size", None) is not None)
+
+
 def save_checkpoint(
     model: torch.nn.Module,
     name: str | Path,
     *,
-    src_vocab: Vocab,
-    tgt_vocab: Vocab,
+    src_vocab: Vocab | None = None,
+    tgt_vocab: Vocab | None = None,
     metrics: dict | None = None,
     extra: dict | None = None,
     corpus_version: str = CORPUS_VERSION,
@@ -79,8 +93,8 @@ def save_checkpoint(
     Args:
         model: a model of a family in :data:`attnlab.models.FAMILIES`, with a dataclass ``config``.
         name: bare name (saved under ``data/checkpoints``) or a path.
-        src_vocab, tgt_vocab: vocabularies, stored so the checkpoint is self-contained; their sizes
-            must equal the config's.
+        src_vocab, tgt_vocab: vocabularies, stored so the checkpoint is self-contained; exactly the
+            sides of :func:`vocab_sides` must be given, with the sizes of the config.
         metrics: results to store beside the config.
         extra: any other JSON-serialisable information (training stats, profile); it may not
             replace a field this function writes.
@@ -90,14 +104,23 @@ def save_checkpoint(
         Path of the ``.safetensors`` file.
 
     Raises:
-        CheckpointError: the model belongs to no family, or a vocabulary does not fit its config.
+        CheckpointError: the model belongs to no family, or a vocabulary is missing, not wanted or does
+            not fit its config.
         ValueError: ``extra`` reuses a reserved field name.
     """
     try:
         kind = models.family_of(model).name
     except TypeError as exc:
         raise CheckpointError(str(exc)) from exc
-    _check_vocab_sizes(model.config, src_vocab, tgt_vocab, where=f"saving {name}")
+    vocabs = {"src": src_vocab, "tgt": tgt_vocab}
+    sides = vocab_sides(model.config)
+    for side, vocab in vocabs.items():
+        if (vocab is None) == (side in sides):
+            need = f"needs a {side} vocabulary (pass" if side in sides else f"has no {side} vocabulary (do not pass"
+            raise CheckpointError(
+                f"saving {name}: a {kind} model with this config {need} {side}_vocab=); its vocabularies: {list(sides)}"
+            )
+    _check_vocab_sizes(model.config, vocabs, where=f"saving {name}")
     weights_path, meta_path = _resolve(name)
     weights_path.parent.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
@@ -107,8 +130,7 @@ def save_checkpoint(
         "config": dataclasses.asdict(model.config),
         "corpus_version": corpus_version,
         DIGEST_KEY: file_sha256(weights_path),
-        "src_vocab": src_vocab.to_dict(),
-        "tgt_vocab": tgt_vocab.to_dict(),
+        **{f"{side}_vocab": vocabs[side].to_dict() for side in sides},
         "shapes": {k: list(v.shape) for k, v in state.items()},
         "metrics": metrics or {},
     }
@@ -126,22 +148,24 @@ _FIELDS = {
     "config": (dict, "an object"),
     "corpus_version": (str, "a string"),
     DIGEST_KEY: (str, "a string"),
-    "src_vocab": (dict, "an object"),
-    "tgt_vocab": (dict, "an object"),
     "metrics": (dict, "an object"),
 }
+# checked once the config tells which of them the model has
+_VOCAB_FIELDS = {f"{side}_vocab": (dict, "an object") for side in SIDES}
 
 
-def _read_meta(meta_path: Path, *, need_digest: bool) -> dict:
-    meta = read_json_object(meta_path, CheckpointError)
-    for key, (typ, what) in _FIELDS.items():
-        if key == DIGEST_KEY and not need_digest:
-            continue
+def _check_fields(meta: dict, meta_path: Path, fields: dict) -> None:
+    for key, (typ, what) in fields.items():
         if key not in meta:
             hint = " (saved before checkpoints carried a digest: re-save it, or see stamp_digest)"
             raise CheckpointError(f"{meta_path} lacks the field {key!r}" + (hint if key == DIGEST_KEY else ""))
         if not isinstance(meta[key], typ):
             raise CheckpointError(f"{meta_path}: {key!r} must be {what}, found {type(meta[key]).__name__}")
+
+
+def _read_meta(meta_path: Path, *, need_digest: bool) -> dict:
+    meta = read_json_object(meta_path, CheckpointError)
+    _check_fields(meta, meta_path, {k: v for k, v in _FIELDS.items() if need_digest or k != DIGEST_KEY})
     if need_digest and not _HEX64.fullmatch(meta[DIGEST_KEY]):
         found = meta[DIGEST_KEY]
         raise CheckpointError(f"{meta_path}: {DIGEST_KEY!r} must be 64 lowercase hex digits, found {found!r}")
@@ -158,8 +182,9 @@ def _vocab(meta: dict, key: str, meta_path: Path) -> Vocab:
         raise CheckpointError(f"{meta_path}: {key} is not a vocabulary: {exc}") from exc
 
 
-def _check_vocab_sizes(config, src_vocab: Vocab, tgt_vocab: Vocab, *, where: str) -> None:
-    for side, vocab in (("src", src_vocab), ("tgt", tgt_vocab)):
+def _check_vocab_sizes(config, vocabs: dict[str, Vocab], *, where: str) -> None:
+    for side in vocab_sides(config):
+        vocab = vocabs[side]
         expected = getattr(config, f"{side}_vocab_size")
         if len(vocab) != expected:
             raise CheckpointError(
@@ -211,9 +236,11 @@ def _open(name_or_path: str | Path, *, verify_digest: bool) -> tuple[torch.nn.Mo
         if not p.exists():
             raise CheckpointError(f"checkpoint file not found: {p}")
     meta = _read_meta(meta_path, need_digest=verify_digest)
-    src_vocab, tgt_vocab = _vocab(meta, "src_vocab", meta_path), _vocab(meta, "tgt_vocab", meta_path)
     model = _build(meta, meta_path)
-    _check_vocab_sizes(model.config, src_vocab, tgt_vocab, where=str(meta_path))
+    sides = vocab_sides(model.config)
+    _check_fields(meta, meta_path, {f"{side}_vocab": _VOCAB_FIELDS[f"{side}_vocab"] for side in sides})
+    vocabs = {side: _vocab(meta, f"{side}_vocab", meta_path) for side in sides}
+    _check_vocab_sizes(model.config, vocabs, where=str(meta_path))
     blob = weights_path.read_bytes()
     digest = hashlib.sha256(blob).hexdigest()
     if verify_digest and digest != meta[DIGEST_KEY]:
@@ -222,7 +249,7 @@ def _open(name_or_path: str | Path, *, verify_digest: bool) -> tuple[torch.nn.Mo
             f"but {meta_path.name} records {meta[DIGEST_KEY]}"
         )
     _load_state(model, blob, weights_path, meta["kind"])
-    meta["src_vocab"], meta["tgt_vocab"] = src_vocab, tgt_vocab
+    meta.update({f"{side}_vocab": vocab for side, vocab in vocabs.items()})
     return model, meta, weights_path, meta_path, digest
 
 
@@ -234,8 +261,8 @@ def load_checkpoint(name_or_path: str | Path, *, device: str | torch.device = "c
         device: where to put the model.
 
     Returns:
-        ``(model, meta)`` where ``meta`` is the JSON dict (with ``src_vocab``/``tgt_vocab``
-        replaced by :class:`~attnlab.vocab.Vocab` objects). The model is in eval mode.
+        ``(model, meta)`` where ``meta`` is the JSON dict (with ``src_vocab``/``tgt_vocab``, those the
+        family has, replaced by :class:`~attnlab.vocab.Vocab` objects). The model is in eval mode.
 
     Raises:
         CheckpointError: missing files; JSON that does not parse or lacks a field or has one of the

@@ -4,7 +4,10 @@ The protocol (implemented by :class:`attnlab.rnn.Seq2SeqRNN` and the Transformer
 
 * ``model.encode(src (B, S)) -> memory``: a dict of tensors whose first dim is ``B``;
 * ``model.init_state(memory) -> state``: a tuple/dict of tensors, first dim ``B``;
-* ``model.step(memory, state, y_prev (B,), t) -> (logits (B, V), state, attn (B, S) | None)``.
+* ``model.step(memory, state, y_prev (B,), t) -> (logits (B, V), state, attn (B, S) | None)``;
+* optionally ``model.check_source(src)``, which raises unless ``encode`` accepts ``src``. Without it
+  ``src`` must be ``(B, S)`` token ids; with it ``src`` is whatever the model reads (images
+  ``(B, C, H, W)`` for :class:`attnlab.vision.Captioner`), batch-first.
 
 Because memory and state are plain collections of batch-first tensors, beam search can expand
 and reorder them generically (``index_select`` on dim 0), whatever the model.
@@ -117,14 +120,18 @@ def beam_steps(model, src: torch.Tensor, beam: int = 5, max_len: int = 80) -> It
 
     Args:
         model: a model implementing the decoding protocol.
-        src: ``(B, S)`` integer source ids, right-padded.
+        src: ``(B, S)`` integer source ids, right-padded (or what ``model.check_source`` accepts).
         beam: beam width ``k >= 1`` (1 = greedy).
         max_len: most tokens per hypothesis (``<eos>`` included), ``>= 1``.
 
     Returns:
         An iterator of :class:`BeamStep`, one per step.
     """
-    check_token_ids("src", src)
+    check_source = getattr(model, "check_source", None)
+    if check_source is None:
+        check_token_ids("src", src)
+    else:
+        check_source(src)
     return _beam_steps(model, src, check_positive_int("beam", beam), check_positive_int("max_len", max_len))
 
 
@@ -185,7 +192,7 @@ def beam_search(model, src: torch.Tensor, beam: int = 5, max_len: int = 80, alph
 
     Args:
         model: a model implementing the decoding protocol.
-        src: ``(B, S)`` integer source ids, right-padded.
+        src: ``(B, S)`` integer source ids, right-padded (or what ``model.check_source`` accepts).
         beam: beam width ``k >= 1`` (1 = greedy).
         max_len: most tokens per hypothesis (``<eos>`` included), ``>= 1``.
         alpha: length-normalisation exponent ``>= 0`` used to rank the final beam (0 = none).
@@ -219,7 +226,7 @@ def greedy_decode(model, src: torch.Tensor, max_len: int = 80) -> Decoded:
 
     Args:
         model: a model implementing the decoding protocol.
-        src: ``(B, S)`` integer source ids, right-padded.
+        src: ``(B, S)`` integer source ids, right-padded (or what ``model.check_source`` accepts).
         max_len: most tokens to produce per sentence (``<eos>`` included).
 
     Returns:

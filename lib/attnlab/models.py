@@ -1,8 +1,10 @@
 """The model families of the library, each named once.
 
 A *family* is a model class with its frozen config dataclass: ``"rnn"`` (:class:`attnlab.rnn.Seq2SeqRNN`
-with :class:`attnlab.rnn.RNNConfig`) and ``"transformer"`` (:class:`attnlab.transformer.Transformer` with
-:class:`attnlab.transformer.TransformerConfig`). Checkpoints store the family name and the config
+with :class:`attnlab.rnn.RNNConfig`), ``"transformer"`` (:class:`attnlab.transformer.Transformer` with
+:class:`attnlab.transformer.TransformerConfig`), and the image models of :mod:`attnlab.vision`:
+``"captioner"`` (:class:`~attnlab.vision.Captioner`), ``"vit"`` (:class:`~attnlab.vision.ViT`) and
+``"cnn"`` (:class:`~attnlab.vision.CNNClassifier`). Checkpoints store the family name and the config
 (:mod:`attnlab.checkpoint`); named experiments build their models by family (:mod:`attnlab.experiments`).
 Adding a family means adding one line to :data:`FAMILIES` and nothing anywhere else.
 
@@ -30,7 +32,9 @@ class Family:
         name: the name stored in checkpoints and experiment presets.
         module: the module defining both classes (relative to the ``attnlab`` package).
         model: name of the ``nn.Module`` class; its constructor takes one config object.
-        config: name of the frozen config dataclass, with ``src_vocab_size`` and ``tgt_vocab_size`` fields.
+        config: name of the frozen config dataclass; its ``src_vocab_size`` / ``tgt_vocab_size`` fields, where
+            it has them and they are not ``None``, name the vocabularies its checkpoints store
+            (:func:`attnlab.checkpoint.vocab_sides`).
     """
 
     name: str
@@ -58,6 +62,9 @@ FAMILIES: dict[str, Family] = {
     for f in (
         Family("rnn", ".rnn", "Seq2SeqRNN", "RNNConfig"),
         Family("transformer", ".transformer", "Transformer", "TransformerConfig"),
+        Family("captioner", ".vision", "Captioner", "CaptionerConfig"),
+        Family("vit", ".vision", "ViT", "ViTConfig"),
+        Family("cnn", ".vision", "CNNClassifier", "CNNConfig"),
     )
 }
 

@@ -33,14 +33,24 @@ each (coverage first, then the previous attention) after the RNN state.
 The encoder is a bidirectional GRU with ``hid_dim // 2`` units per direction, so its states
 ``h_j`` have the decoder's size ``H`` and the parameter-free ``dot`` score works.
 
+The source is a switch too (``RNNConfig.source``): ``"tokens"`` (the default, every model above) reads
+token ids through that encoder; ``"states"`` has no source embedding and no encoder at all, and
+decodes from any ``(B, S, H)`` sequence of vectors the caller computed (image regions, frames of a
+signal), e.g. ``model.decode(model.memory_from_states(regions), tgt_in)``. Both build their memory
+with the same code (:meth:`Seq2SeqRNN.memory_from_states` for states; :meth:`Seq2SeqRNN.encode`
+runs the GRU first and passes its own summary), and :meth:`Seq2SeqRNN.decode` is the whole decoder,
+so a captioner reuses this decoder rather than a copy of it.
+
 Every model speaks the decoding protocol used by :mod:`attnlab.decoding`:
 ``encode(src) -> memory``, ``init_state(memory) -> state``,
-``step(memory, state, y_prev, t) -> (logits, state, attn)``.
+``step(memory, state, y_prev, t) -> (logits, state, attn)``, and ``check_source(src)`` (the checks
+``encode`` makes, run by the decoders before they start). With ``source="states"``, ``src`` is a
+float ``(B, S, H)`` tensor in which every position takes part.
 
 Shape legend
 ------------
 B  batch size
-S  source length (incl. ``<eos>``)
+S  source length (incl. ``<eos>``), or number of given states
 T  target length (incl. ``<bos>`` for inputs / ``<eos>`` for outputs)
 E  embedding size
 H  decoder state size (= encoder state size, both directions together)
@@ -57,12 +67,14 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from . import variants
 from .checks import (
+    check_choice,
     check_float,
     check_float_tensor,
     check_int,
     check_positive_int,
     check_probability,
     check_right_padded,
+    check_tensor,
     check_token_ids,
 )
 from .masks import masked_softmax
@@ -72,6 +84,7 @@ from .vocab import PAD
 __all__ = ["RNNConfig", "Seq2SeqRNN"]
 
 ATTENTIONS = (None, "bahdanau", "luong")
+SOURCES = ("tokens", "states")
 _CONV_CHANNELS = 8  # filters of the location-aware convolution (Chorowski et al. use 10)
 _MONOTONIC_BIAS = -1.0  # initial r: start by reading on rather than stopping
 _MONOTONIC_NOISE = 1.0  # std of the pre-sigmoid noise in training, which pushes p towards 0 or 1
@@ -82,7 +95,8 @@ class RNNConfig:
     """Configuration of :class:`Seq2SeqRNN` (frozen: a config is a value, saved beside checkpoints).
 
     Attributes:
-        src_vocab_size, tgt_vocab_size: vocabulary sizes.
+        src_vocab_size, tgt_vocab_size: vocabulary sizes; ``src_vocab_size`` must be ``None`` with
+            ``source="states"`` (there is no source vocabulary) and a positive int otherwise.
         emb_dim: E.
         hid_dim: H (even; the encoder uses H/2 per direction).
         attention: ``None``, ``"bahdanau"`` or ``"luong"``.
@@ -102,9 +116,11 @@ class RNNConfig:
         coverage_loss: weight (>= 0) of See et al.'s coverage loss.
         align_loss: weight lambda (>= 0) of the supervised attention loss (needs gold attention
             as the third input of :meth:`Seq2SeqRNN.forward` in training).
+        source: ``"tokens"`` (token ids through the bidirectional GRU encoder) or ``"states"`` (no
+            encoder: the caller gives ``(B, S, H)`` encoder states; ``hid_dim`` may then be odd).
     """
 
-    src_vocab_size: int
+    src_vocab_size: int | None
     tgt_vocab_size: int
     emb_dim: int = 64
     hid_dim: int = 256
@@ -123,13 +139,21 @@ class RNNConfig:
     temperature: float = 1.0
     coverage_loss: float = 0.0
     align_loss: float = 0.0
+    source: str = "tokens"
 
     def __post_init__(self):
         if self.attention not in ATTENTIONS:
             raise ValueError(f"attention={self.attention!r}; expected one of {ATTENTIONS}")
-        for name in ("src_vocab_size", "tgt_vocab_size", "emb_dim", "hid_dim", "max_src_len"):
+        check_choice("source", self.source, SOURCES)
+        if self.source == "states" and self.src_vocab_size is not None:
+            raise ValueError(
+                f"src_vocab_size must be None with source='states' (the source is encoder states, not token ids), "
+                f"got {self.src_vocab_size!r}"
+            )
+        sizes = ("tgt_vocab_size", "emb_dim", "hid_dim", "max_src_len")
+        for name in (("src_vocab_size",) if self.source == "tokens" else ()) + sizes:
             check_positive_int(name, getattr(self, name))
-        if self.hid_dim % 2 or self.hid_dim < 2:
+        if self.source == "tokens" and (self.hid_dim % 2 or self.hid_dim < 2):
             raise ValueError(
                 f"hid_dim must be even and >= 2 (two encoder directions of hid_dim // 2 units), got {self.hid_dim}"
             )
@@ -175,8 +199,9 @@ class Seq2SeqRNN(nn.Module):
         super().__init__()
         self.config = c = config
         H, E = c.hid_dim, c.emb_dim
-        self.src_emb = nn.Embedding(c.src_vocab_size, E, padding_idx=PAD)
-        self.encoder = nn.GRU(E, H // 2, batch_first=True, bidirectional=True)
+        if c.source == "tokens":  # with given states there is nothing to embed or encode: no unused weights
+            self.src_emb = nn.Embedding(c.src_vocab_size, E, padding_idx=PAD)
+            self.encoder = nn.GRU(E, H // 2, batch_first=True, bidirectional=True)
         self.bridge = nn.Linear(H, H)  # final encoder summary -> initial decoder state
         self.tgt_emb = nn.Embedding(c.tgt_vocab_size, E, padding_idx=PAD)
         self.drop = nn.Dropout(c.dropout)
@@ -202,36 +227,123 @@ class Seq2SeqRNN(nn.Module):
         self.aux_loss: torch.Tensor | None = None
 
     def _device(self) -> torch.device:
-        return self.src_emb.weight.device
+        return self.tgt_emb.weight.device
 
     # ----------------------------------------------------------------- encoder
+    def check_source(self, src) -> None:
+        """Raise unless :meth:`encode` accepts ``src`` (the decoders call this before they start).
+
+        Raises:
+            TypeError, ValueError: as :meth:`encode`.
+        """
+        if self.config.source == "tokens":
+            self._check_tokens(src)
+        else:
+            self._check_states("src", src, None)
+
+    def _check_tokens(self, src) -> torch.Tensor:
+        """Check token ids ``src (B, S)``; returns their ``(B,)`` lengths."""
+        check_token_ids("src", src, vocab_size=self.config.src_vocab_size, device=self._device())
+        return check_right_padded("src", src, PAD)  # (B,)
+
+    def _check_states(self, name: str, states, mask) -> None:
+        """``states``: float ``(B, S >= 1, H)`` like the model; ``mask``: None or bool ``(B, S)``, no row empty."""
+        H = self.config.hid_dim
+        check_float_tensor(name, states, dims=3, shape_text="(B, S, H)")
+        if states.shape[2] != H or states.shape[1] < 1:
+            raise ValueError(f"{name} must be (B, S >= 1, H={H}), got shape {tuple(states.shape)}")
+        weight = self.tgt_emb.weight
+        if states.device != weight.device:
+            raise ValueError(
+                f"{name} is on {states.device} but the model is on {weight.device}; move one of them "
+                f"(e.g. {name}.to(next(model.parameters()).device))"
+            )
+        if states.dtype != weight.dtype:
+            raise TypeError(f"{name} has dtype {states.dtype} but the model's weights are {weight.dtype}")
+        if mask is None:
+            return
+        check_tensor("mask", mask, dims=2, shape_text="(B, S)")
+        if mask.dtype != torch.bool:
+            raise TypeError(f"mask must be a bool tensor (True = takes part in attention), got dtype {mask.dtype}")
+        if mask.shape != states.shape[:2] or mask.device != states.device:
+            raise ValueError(
+                f"mask must be (B, S) = {tuple(states.shape[:2])} on {states.device} like {name}, "
+                f"got shape {tuple(mask.shape)} on {mask.device}"
+            )
+        empty = ~mask.any(1)  # (B,)
+        if bool(empty.any()):
+            row = int(empty.nonzero()[0, 0])
+            raise ValueError(f"mask row {row} has no True: every row needs at least one state to attend to")
+        c = self.config
+        if c.local or c.monotonic:
+            # both read positions from the start (window centres, the monotonic read head)
+            check_right_padded("mask", mask.long(), 0)
+
     def encode(self, src: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Run the encoder.
+        """Run the encoder (``source="tokens"``), or take ``src`` as the states (``source="states"``).
 
         Args:
             src: ``(B, S)`` integer source ids on the model's device, each row its tokens then
                 ``PAD`` (right padding; a left-padded row is refused, since the encoder would read
-                its padding as part of the sentence).
+                its padding as part of the sentence). With ``source="states"``: float ``(B, S, H)``
+                states, every position real (for padded states use :meth:`memory_from_states`).
 
         Returns:
             memory dict: ``states (B, S, H)``, ``mask (B, S)`` bool, ``lengths (B,)``,
-            ``summary (B, H)`` (final forward + first backward state) and, with attention,
-            ``prepared`` (the query-independent part of the score).
+            ``summary (B, H)`` (final forward + first backward state; for given states their
+            mean) and, with attention, ``prepared`` (the query-independent part of the score).
 
         Raises:
-            TypeError: ``src`` is not an integer tensor.
+            TypeError: ``src`` is not an integer tensor (float for ``source="states"``).
             ValueError: wrong shape, another device, an id outside the source vocabulary, an
                 all-padding row, or padding before a real token.
         """
-        check_token_ids("src", src, vocab_size=self.config.src_vocab_size, device=self._device())
-        lengths = check_right_padded("src", src, PAD)  # (B,)
+        if self.config.source == "states":
+            return self.memory_from_states(src, name="src")
+        lengths = self._check_tokens(src)  # (B,)
         mask = src != PAD  # (B, S)
         emb = self.drop(self.src_emb(src))  # (B, S, E)
         packed = pack_padded_sequence(emb, lengths.cpu(), batch_first=True, enforce_sorted=False)
         out, h_n = self.encoder(packed)  # h_n: (2, B, H/2)
         states, _ = pad_packed_sequence(out, batch_first=True, total_length=src.size(1))  # (B, S, H)
         summary = torch.cat([h_n[0], h_n[1]], dim=-1)  # (B, H)
-        memory = {"states": states, "mask": mask, "lengths": lengths, "summary": summary}
+        return self._memory(states, mask, summary)
+
+    def memory_from_states(
+        self, states: torch.Tensor, mask: torch.Tensor | None = None, *, name: str = "states"
+    ) -> dict[str, torch.Tensor]:
+        """The decoder's memory over encoder states computed elsewhere (image regions, signal frames).
+
+        The decoder's first state comes from one summary vector of the source. A GRU encoder has
+        its final states for that; given states have no order to end in, so the summary is their
+        mean over the real positions -- what Xu et al. (2015), "Show, Attend and Tell", feed the
+        decoder's initialisation (the average of the annotation vectors).
+
+        Args:
+            states: float ``(B, S, H)`` on the model's device, of its dtype.
+            mask: ``(B, S)`` bool, True where a state takes part in attention (every row at least
+                one; with local or monotonic attention the True positions must come first), or
+                ``None`` (all True).
+            name: the argument's name in error messages.
+
+        Returns:
+            The dict :meth:`encode` returns: ``states``, ``mask``, ``lengths (B,)`` (True per row),
+            ``summary (B, H)`` and, with attention, ``prepared``.
+
+        Raises:
+            TypeError: ``states`` not float or of another dtype than the model; ``mask`` not bool.
+            ValueError: wrong shapes or width, another device, a mask row without True.
+        """
+        self._check_states(name, states, mask)
+        if mask is None:
+            mask = torch.ones(states.shape[:2], dtype=torch.bool, device=states.device)  # (B, S)
+        keep = mask.unsqueeze(-1).to(states.dtype)  # (B, S, 1)
+        summary = (states * keep).sum(1) / keep.sum(1)  # (B, H) mean over the real positions
+        return self._memory(states, mask, summary)
+
+    def _memory(self, states: torch.Tensor, mask: torch.Tensor, summary: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The one place the memory dict is built, whatever the source."""
+        memory = {"states": states, "mask": mask, "lengths": mask.sum(1), "summary": summary}  # lengths: (B,)
         if self.config.attention is not None:
             memory["prepared"] = self.score.prepare(states)  # (B, S, *)
         return memory
@@ -409,15 +521,61 @@ class Seq2SeqRNN(nn.Module):
         teacher_forcing: float = 1.0,
         return_attention: bool = False,
     ):
-        """Score a batch of target sequences.
+        """Score a batch of target sequences: :meth:`decode` of :meth:`encode`'s memory.
 
         Args:
-            src: ``(B, S)`` source ids.
+            src: ``(B, S)`` source ids (``source="states"``: float ``(B, S, H)`` states).
+            tgt_in, gold, teacher_forcing, return_attention: as :meth:`decode`.
+
+        Returns:
+            As :meth:`decode`.
+
+        Raises:
+            TypeError, ValueError: as :meth:`encode` for ``src`` and :meth:`decode` for the rest;
+                the cheap checks run before the encoder does.
+        """
+        if self.config.source == "tokens":
+            check_token_ids("src", src)  # fully checked in encode; B and S are needed first
+        else:
+            check_float_tensor("src", src, dims=3, shape_text="(B, S, H)")
+        self._check_decode_args(src.shape[:2], tgt_in, gold, teacher_forcing)
+        return self.decode(
+            self.encode(src), tgt_in, gold, teacher_forcing=teacher_forcing, return_attention=return_attention
+        )
+
+    def _check_decode_args(self, source_shape, tgt_in, gold, teacher_forcing) -> float:
+        """Check :meth:`decode`'s arguments against the source's ``(B, S)``; returns ``teacher_forcing``."""
+        B, S = source_shape
+        check_token_ids("tgt_in", tgt_in, vocab_size=self.config.tgt_vocab_size, device=self._device())
+        if tgt_in.size(0) != B:
+            raise ValueError(f"tgt_in must be (B={B}, T), got shape {tuple(tgt_in.shape)}")
+        teacher_forcing = check_probability("teacher_forcing", teacher_forcing, allow_one=True)
+        if self.training and self.config.align_loss > 0:
+            if gold is None:
+                raise ValueError("align_loss > 0 needs the gold attention (B, T, S) as forward's third input to train")
+            check_float_tensor("gold", gold, dims=3, shape_text="(B, T, S)")
+            if gold.shape != (*tgt_in.shape, S):
+                raise ValueError(f"gold must be (B, T, S) = {(*tgt_in.shape, S)}, got {tuple(gold.shape)}")
+        return teacher_forcing
+
+    def decode(
+        self,
+        memory: dict[str, torch.Tensor],
+        tgt_in: torch.Tensor,
+        gold: torch.Tensor | None = None,
+        *,
+        teacher_forcing: float = 1.0,
+        return_attention: bool = False,
+    ):
+        """Score a batch of target sequences given the memory (everything after the encoder).
+
+        Args:
+            memory: from :meth:`encode` or :meth:`memory_from_states`.
             tgt_in: ``(B, T)`` decoder inputs (``<bos>`` + target), ``T >= 1``.
-            teacher_forcing: probability in ``[0, 1]`` of feeding the gold previous token (1.0 = always);
-                otherwise the model's own greedy prediction is fed back.
             gold: optional ``(B, T, S)`` gold attention (rows of :func:`attnlab.variants.gold_attention`);
                 needed in training when ``config.align_loss > 0``, ignored otherwise.
+            teacher_forcing: probability in ``[0, 1]`` of feeding the gold previous token (1.0 = always);
+                otherwise the model's own greedy prediction is fed back.
             return_attention: also return the attention weights.
 
         Returns:
@@ -427,25 +585,18 @@ class Seq2SeqRNN(nn.Module):
             (else ``None``).
 
         Raises:
-            TypeError, ValueError: as :meth:`encode` for ``src``; ``tgt_in`` not ``(B, T >= 1)``
+            TypeError, ValueError: ``memory`` is not such a dict; ``tgt_in`` not ``(B, T >= 1)``
                 integer ids of the target vocabulary on the model's device; ``teacher_forcing``
-                outside ``[0, 1]``.
+                outside ``[0, 1]``; a missing or misshapen ``gold`` where it is needed.
         """
-        check_token_ids("src", src)  # fully checked in encode; B is needed first
-        check_token_ids("tgt_in", tgt_in, vocab_size=self.config.tgt_vocab_size, device=self._device())
-        if tgt_in.size(0) != src.size(0):
-            raise ValueError(f"tgt_in must be (B={src.size(0)}, T), got shape {tuple(tgt_in.shape)}")
-        teacher_forcing = check_probability("teacher_forcing", teacher_forcing, allow_one=True)
+        keys = ("states", "mask", "lengths", "summary") + (("prepared",) if self.config.attention else ())
+        if not isinstance(memory, dict) or not all(isinstance(memory.get(k), torch.Tensor) for k in keys):
+            got = sorted(memory) if isinstance(memory, dict) else type(memory).__name__
+            raise TypeError(f"memory must be the dict of encode or memory_from_states (keys {list(keys)}), got {got}")
+        teacher_forcing = self._check_decode_args(memory["mask"].shape, tgt_in, gold, teacher_forcing)
         c = self.config
         wants_aux = self.training and (c.coverage_loss > 0 or c.align_loss > 0)
-        if wants_aux and c.align_loss > 0:
-            if gold is None:
-                raise ValueError("align_loss > 0 needs the gold attention (B, T, S) as forward's third input to train")
-            check_float_tensor("gold", gold, dims=3, shape_text="(B, T, S)")
-            if gold.shape != (*tgt_in.shape, src.size(1)):
-                raise ValueError(f"gold must be (B, T, S) = {(*tgt_in.shape, src.size(1))}, got {tuple(gold.shape)}")
         self.aux_loss = None
-        memory = self.encode(src)
         state = self.init_state(memory)
         emb = self.drop(self.tgt_emb(tgt_in))  # (B, T, E)
         if c.attention is None and teacher_forcing >= 1.0:

@@ -9,7 +9,8 @@ positions it translates.
 * :mod:`~attnlab.corpus.english`, :mod:`~attnlab.corpus.french`, :mod:`~attnlab.corpus.korean`
   -- each turns an abstract sentence into tokens (and, for the targets, alignments);
 * :mod:`~attnlab.corpus.splits` -- :class:`Pair`, length buckets, train/valid/test splits, cache;
-* :mod:`~attnlab.corpus.tsv` -- a real tab-separated corpus and its tokenisers.
+* :mod:`~attnlab.corpus.tsv` -- a real tab-separated corpus and its tokenisers;
+* :mod:`~attnlab.corpus.scenes` -- lesson 09's generated images with captions and gold regions.
 
 Two pairs exist: English→French (``target="fr"``, local reordering: an adjective swaps with its
 noun) and English→Korean (``target="ko"``, verb-final with prenominal relative clauses: the
@@ -34,6 +35,7 @@ from .splits import (
     make_splits,
     make_test_split,
 )
+from . import scenes
 from .tsv import load_tsv, tokenize_en, tokenize_fr
 
 __all__ = [
@@ -56,4 +58,5 @@ __all__ = [
     "load_tsv",
     "tokenize_en",
     "tokenize_fr",
+    "scenes",
 ]
