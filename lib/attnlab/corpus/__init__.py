@@ -10,7 +10,9 @@ positions it translates.
   -- each turns an abstract sentence into tokens (and, for the targets, alignments);
 * :mod:`~attnlab.corpus.splits` -- :class:`Pair`, length buckets, train/valid/test splits, cache;
 * :mod:`~attnlab.corpus.tsv` -- a real tab-separated corpus and its tokenisers;
-* :mod:`~attnlab.corpus.scenes` -- lesson 09's generated images with captions and gold regions.
+* :mod:`~attnlab.corpus.scenes` -- lesson 09's generated images with captions and gold regions;
+* :mod:`~attnlab.corpus.signals` -- lesson 09's tone-burst "speech" with gold frame spans;
+* :mod:`~attnlab.corpus.documents` -- lesson 09's documents with a gold evidence sentence.
 
 Two pairs exist: English→French (``target="fr"``, local reordering: an adjective swaps with its
 noun) and English→Korean (``target="ko"``, verb-final with prenominal relative clauses: the
@@ -35,7 +37,7 @@ from .splits import (
     make_splits,
     make_test_split,
 )
-from . import scenes
+from . import documents, scenes, signals
 from .tsv import load_tsv, tokenize_en, tokenize_fr
 
 __all__ = [
@@ -59,4 +61,6 @@ __all__ = [
     "tokenize_en",
     "tokenize_fr",
     "scenes",
+    "signals",
+    "documents",
 ]
