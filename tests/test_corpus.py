@@ -490,3 +490,14 @@ def test_cache_written_for_another_target_is_not_used(tmp_path):
     fr_file = next(f for f in _cache_files(tmp_path) if "enfr" in f.name)
     ko_file.replace(fr_file)
     assert load_splits(tmp_path, **kw) == fr
+
+
+@pytest.mark.parametrize("module", ["attnlab.vocab", "attnlab.train", "attnlab.corpus.scenes", "attnlab.realcorpus"])
+def test_each_module_imports_first_in_a_fresh_interpreter(module):
+    # attnlab.vocab imports attnlab.corpus, whose lesson-09 generators import attnlab.vocab: a cycle
+    # that only shows when one of them is the first attnlab module imported (python -m attnlab.train).
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]

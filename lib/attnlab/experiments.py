@@ -8,6 +8,14 @@ else the learner's run", belong to :mod:`attnlab.results`: shipped files in ``da
 ``data/results`` (committed; ``--ship``), live runs below ``data/runs`` (never committed).
 
 ``python -m attnlab.experiments NAME [NAME ...] | all [--pair fr|ko] [--profile P] [--steps N | --seconds S] [--ship]``
+trains several presets one after the other; ``python -m attnlab.train PRESET ...`` trains one, with
+more options (another corpus, model sizes, batch size, file name) and on several processes
+(:mod:`attnlab.train`). Both call :func:`run`, the function the lessons call.
+
+With ``ATTNLAB_MAX_STEPS=N`` (a positive integer), :func:`run` caps every step budget at ``N``
+steps -- the preset's or one passed as ``steps`` -- and the results say so in
+``budget_capped_by``; a time budget is left alone. The GPU rehearsal script uses it to go through
+every training lesson in seconds; any other value is an error.
 
 With the environment variable ``ATTNLAB_USE_SHIPPED=1``, :func:`run` does not train a run that the
 shipped files already hold (the preset's budget, seed 0): it loads the shipped checkpoint and
@@ -23,6 +31,7 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -34,7 +43,15 @@ from .evaluate import count_params, evaluate_model
 from .loaders import make_dataloaders
 from .profiles import get_device, get_profile, num_threads, train_threads
 from .results import read_result
-from .train import WeightSnapshots, curve_every_for, fit_budget, set_seed
+from .train import (
+    WeightSnapshots,
+    curve_every_for,
+    fit_budget,
+    is_main_process,
+    process_device,
+    set_seed,
+    world_size,
+)
 from .vocab import build_vocabs
 
 __all__ = [
@@ -50,9 +67,29 @@ __all__ = [
     "read_result",
     "use_shipped",
     "SHIPPED_VAR",
+    "max_steps",
+    "MAX_STEPS_VAR",
+    "synthetic_data",
+    "corpus_data",
+    "check_real_corpus",
 ]
 
 SHIPPED_VAR = "ATTNLAB_USE_SHIPPED"
+MAX_STEPS_VAR = "ATTNLAB_MAX_STEPS"
+
+
+def max_steps() -> int | None:
+    """The step cap of ``ATTNLAB_MAX_STEPS`` (``None`` when unset or empty).
+
+    Raises:
+        ValueError: the variable holds anything but a positive integer.
+    """
+    value = os.environ.get(MAX_STEPS_VAR, "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{MAX_STEPS_VAR}={value!r} must be a positive integer (the most steps of any run) or unset")
+    return int(value)
 
 
 def use_shipped() -> bool:
@@ -86,6 +123,9 @@ class Experiment:
         max_train_src_len: train (and validate) only on pairs whose source has at most this many
             tokens; the test split stays whole, so the longer buckets measure extrapolation.
             ``None`` (the default): the whole training split.
+        subword_vocab: size of the subword (SentencePiece) vocabulary trained on a real corpus
+            (``python -m attnlab.train PRESET --corpus FILE.tsv``), per side; the course's generated
+            corpus has word-level vocabularies and ignores it.
     """
 
     name: str
@@ -99,6 +139,7 @@ class Experiment:
     label_smoothing: float = 0.0
     description: str = ""
     max_train_src_len: int | None = None
+    subword_vocab: int = 8000
 
     def __post_init__(self):
         if (self.steps is None) == (self.seconds is None):
@@ -110,6 +151,8 @@ class Experiment:
             check_positive_int("steps", self.steps)
         if self.max_train_src_len is not None:
             check_positive_int("max_train_src_len", self.max_train_src_len)
+        check_positive_int("bs", self.bs)
+        check_positive_int("subword_vocab", self.subword_vocab)
 
     @property
     def budget(self) -> str:
@@ -125,6 +168,36 @@ class Experiment:
         if seconds is not None:
             return dataclasses.replace(self, steps=None, seconds=float(seconds))
         return self
+
+    def with_changes(
+        self, *, model: dict | None = None, bs: int | None = None, subword_vocab: int | None = None
+    ) -> Experiment:
+        """This experiment with some model-config fields, the batch size or the subword vocabulary replaced.
+
+        Args:
+            model: fields of the family's config (e.g. ``{"hid_dim": 256}``) that replace or add
+                to :attr:`model`; the vocabulary sizes come from the data and cannot be set.
+            bs: the batch size (per process in a distributed run).
+            subword_vocab: pieces per side of a real corpus's SentencePiece models.
+
+        Raises:
+            ValueError: a field the family's config does not have (the message lists those it has).
+        """
+        changed = self
+        if model:
+            config = models.get_family(self.family).config_cls
+            known = sorted(f.name for f in dataclasses.fields(config) if not f.name.endswith("vocab_size"))
+            unknown = sorted(set(model) - set(known))
+            if unknown:
+                raise ValueError(
+                    f"experiment {self.name!r}: {unknown} not fields of {config.__name__}; known: {known}"
+                )
+            changed = dataclasses.replace(changed, model={**self.model, **model})
+        if bs is not None:
+            changed = dataclasses.replace(changed, bs=check_positive_int("bs", bs))
+        if subword_vocab is not None:
+            changed = dataclasses.replace(changed, subword_vocab=check_positive_int("subword_vocab", subword_vocab))
+        return changed
 
 
 _RNN_CPU = dict(emb_dim=32, hid_dim=96, attn_dim=32)
@@ -302,7 +375,10 @@ def run(
     seed: int = 0,
     data=None,
     produced_by: str | None = None,
-) -> tuple[torch.nn.Module, dict]:
+    out: str | None = None,
+    model_config: dict | None = None,
+    bs: int | None = None,
+) -> tuple[torch.nn.Module, dict | None]:
     """Train, evaluate on the test split, save checkpoint and results (each file written once).
 
     Args:
@@ -320,8 +396,18 @@ def run(
         save: write the checkpoint and results at all (``False``: only return them; used for the
             extra seeds of a comparison, which keep their figures in one summary file).
         seed: training seed.
-        data: optional ``(splits, src_vocab, tgt_vocab)`` of ``pair`` to reuse.
+        data: optional ``(splits, src_vocab, tgt_vocab)`` of ``pair`` to reuse, or a real corpus
+            prepared by :func:`attnlab.realcorpus.prepare` (see :func:`corpus_data`): then its
+            subword vocabularies, loaders and standard-BLEU evaluation are used, and the results
+            record ``corpus`` (the file, the prepared folder, the subword vocabulary, the pair counts).
         produced_by: the command recorded in the results (default: this module's CLI, or "live run").
+        out: the file name (default :func:`result_name`).
+        model_config: model-config fields that replace the preset's (:meth:`Experiment.with_changes`).
+        bs: the batch size instead of the preset's (per process in a distributed run).
+
+    The step budget is capped by ``ATTNLAB_MAX_STEPS`` when it is set (see the module docstring).
+    In a distributed run (see :mod:`attnlab.train`) every process calls this function; each trains
+    on its shard, and only rank 0 evaluates and writes: the other processes return ``(model, None)``.
 
     Returns:
         ``(model, results)``; the results also record ``pair``, ``corpus_version``, ``seed``,
@@ -332,21 +418,44 @@ def run(
         and ``results["source"]`` says so.
     """
     check_pair(pair)
-    out = result_name(name, pair)
-    version = corpus_version(pair)
+    real = data is not None and not isinstance(data, tuple | list)  # a prepared attnlab.realcorpus.RealCorpus
+    changed = out is not None or bool(model_config) or bs is not None or real
+    out = result_name(name, pair) if out is None else _check_out(out)
     profile = profile or get_profile()
+    cap = max_steps()
     exp = preset(name, profile)
-    if use_shipped() and steps is None and seconds is None and seed == 0 and not ship:
+    if use_shipped() and steps is None and seconds is None and seed == 0 and not ship and not changed:
         return _load_shipped_run(out)
-    exp = exp.with_budget(steps=steps, seconds=seconds)
+    exp = exp.with_budget(steps=steps, seconds=seconds).with_changes(model=model_config, bs=bs)
+    capped = cap is not None and exp.steps is not None and exp.steps > cap
+    if capped:
+        exp = exp.with_budget(steps=cap)
     snapshots = WeightSnapshots(check_positive_int("curve_every", curve_every)) if curve_every is not None else None
-    splits, src_vocab, tgt_vocab = data or _data(pair)
-    if exp.max_train_src_len is not None:
-        splits = _short_training(splits, exp.max_train_src_len)
-    device = get_device(profile)
-    set_seed(seed)
     supervised = exp.model.get("align_loss", 0) > 0  # the supervised-attention batches carry gold links
-    dls = make_dataloaders(splits, src_vocab, tgt_vocab, bs=exp.bs, device=device, seed=seed, alignments=supervised)
+    device = process_device(get_device(profile))  # this process's own GPU in a distributed run
+    processes = world_size()
+    if real:
+        check_real_corpus(exp, pair, curve_every)
+        exp = exp.with_changes(subword_vocab=data.manifest["args"]["vocab_size"])  # what it was prepared with
+        src_vocab, tgt_vocab, version = data.src_vocab, data.tgt_vocab, data.corpus_version
+        corpus = {
+            "path": data.manifest["source"]["path"],
+            "prepared": str(data.out_dir),
+            "subword_vocab": exp.subword_vocab,
+            "pairs": {split: len(getattr(data, split)) for split in ("train", "valid", "test")},
+        }
+    else:
+        splits, src_vocab, tgt_vocab = data or synthetic_data(pair)
+        if exp.max_train_src_len is not None:
+            splits = _short_training(splits, exp.max_train_src_len)
+        version, corpus = corpus_version(pair), None
+    set_seed(seed)
+    if real:
+        dls = data.dataloaders(bs=exp.bs, device=device, seed=seed)
+    else:
+        dls = make_dataloaders(
+            splits, src_vocab, tgt_vocab, bs=exp.bs, device=device, seed=seed, alignments=supervised
+        )
     model = build_model(exp, src_vocab, tgt_vocab).to(device)
     threads = train_threads(profile)
     load_before = results.load_average()
@@ -365,7 +474,12 @@ def run(
             cbs=[snapshots] if snapshots else [],
         )
         model.eval()
-        res = evaluate_model(model, splits.test, src_vocab, tgt_vocab, target=pair)
+        if not is_main_process():
+            return model, None  # rank 0 evaluates and writes for every process
+        if real:  # detokenized output against the normalised references: standard BLEU
+            res = data.evaluate(model)
+        else:
+            res = evaluate_model(model, splits.test, src_vocab, tgt_vocab, target=pair)
         if snapshots is not None:
             res["learning_curve"] = _learning_curve(model, snapshots, res, splits.test, src_vocab, tgt_vocab, pair)
     if produced_by is None:
@@ -379,7 +493,13 @@ def run(
         "params": count_params(model),
         "seed": seed,
         "budget": exp.budget,
+        **({"budget_capped_by": f"{MAX_STEPS_VAR}={cap}"} if capped else {}),
         **({"max_train_src_len": exp.max_train_src_len} if exp.max_train_src_len is not None else {}),
+        **({"model_config": dict(model_config)} if model_config else {}),
+        **({"corpus": corpus} if corpus is not None else {}),
+        "batch_size": exp.bs,
+        "world_size": processes,
+        "global_batch": exp.bs * processes,
         "train_seconds": stats.seconds,
         "train_steps": stats.steps,
         "tokens_per_second": stats.tokens_per_second,
@@ -401,6 +521,33 @@ def run(
         model.to(device)
         results.write_result(out, res, shipped=ship)
     return model, res
+
+
+def check_real_corpus(exp: Experiment, pair: str = "fr", curve_every: int | None = None) -> None:
+    """Refuse, before any work, a run that needs what a real corpus cannot give.
+
+    Raises:
+        ValueError: ``pair`` is not ``"fr"``; the experiment trains on gold alignments or on the
+            generated corpus's length buckets; a learning curve (``curve_every``) is asked for.
+    """
+    if pair != "fr":
+        raise ValueError(f"a real corpus is read as English->French; pair must be 'fr', got {pair!r}")
+    if exp.model.get("align_loss", 0) > 0:
+        raise ValueError(f"experiment {exp.name!r} trains on gold alignments, which a real corpus does not have")
+    if exp.max_train_src_len is not None:
+        raise ValueError(
+            f"experiment {exp.name!r} trains on short sources and tests on the generated corpus's length buckets; "
+            "a real corpus has no buckets"
+        )
+    if curve_every is not None:
+        raise ValueError("curve_every scores the generated corpus's longest bucket; a real corpus has no buckets")
+
+
+def _check_out(out) -> str:
+    """``out`` after checking it is a bare file name (no folder, no suffix needed)."""
+    if not isinstance(out, str) or not out or out != Path(out).name or out.startswith("."):
+        raise ValueError(f"out must be a bare file name such as 'bahdanau_big' (no folder), got {out!r}")
+    return out
 
 
 def _load_shipped_run(out: str) -> tuple[torch.nn.Module, dict]:
@@ -445,9 +592,59 @@ def _short_training(splits: Splits, max_len: int) -> Splits:
     return Splits(short[0], short[1], splits.test)
 
 
-def _data(pair: str):
-    splits = load_splits(target=pair)
+def synthetic_data(pair: str = "fr", **sizes) -> tuple[Splits, object, object]:
+    """The course's generated corpus of ``pair`` and its word-level vocabularies: ``(splits, src_vocab, tgt_vocab)``.
+
+    Args:
+        pair: ``"fr"`` or ``"ko"``.
+        **sizes: ``n_train``, ``n_valid``, ``test_per_bucket`` of :func:`attnlab.corpus.make_splits`
+            (default: the course's 100,000 / 2,000 / 500); each size is generated once and cached.
+    """
+    unknown = sorted(set(sizes) - {"n_train", "n_valid", "test_per_bucket"})
+    if unknown:
+        raise TypeError(f"unknown corpus sizes {unknown}; known: n_train, n_valid, test_per_bucket")
+    splits = load_splits(target=check_pair(pair), **sizes)
     return (splits, *build_vocabs(splits))
+
+
+
+def corpus_data(
+    path,
+    exp: Experiment,
+    out_dir,
+    *,
+    seed: int = 0,
+    valid: int = 1000,
+    test: int = 1000,
+):
+    """A real tab-separated English->French corpus, prepared for :func:`run` by :func:`attnlab.realcorpus.prepare`.
+
+    The file is streamed (never read whole); one SentencePiece model per side with
+    ``exp.subword_vocab`` pieces is trained on it and saved in ``out_dir`` (put it beside the
+    checkpoint) with the token ids; a second call with the same arguments on the unchanged file
+    reuses that folder. For a Transformer, pairs longer than its positional table are dropped.
+
+    Args:
+        path: the ``.tsv`` (or ``.tsv.gz``) file.
+        exp: the experiment (its ``subword_vocab`` and, for a Transformer, ``max_len``).
+        out_dir: the folder for the tokenizers and token ids.
+        seed: salts the held-out choice and the tokenizer sample.
+        valid: validation pairs held out.
+        test: test pairs held out.
+
+    Returns:
+        The prepared :class:`attnlab.realcorpus.RealCorpus`, to pass to :func:`run` as ``data``.
+    """
+    from . import realcorpus
+
+    config = models.get_family(exp.family).config_cls
+    fields = {f.name: f.default for f in dataclasses.fields(config)}
+    max_len = None
+    if "max_len" in fields:  # <eos> / <bos> take one position: at most max_len - 1 pieces
+        max_len = int(exp.model.get("max_len", fields["max_len"])) - 1
+    return realcorpus.prepare(
+        path, out_dir, vocab_size=exp.subword_vocab, valid=valid, test=test, seed=seed, max_len=max_len
+    )
 
 
 def load_trained(name: str, *, prefer_live: bool = True, device="cpu"):
@@ -500,7 +697,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     names = sorted(EXPERIMENTS) if args.names == ["all"] else args.names
     for name in names:
         preset(name, args.profile)  # unknown names fail before any data is generated
-    data = _data(args.pair)
+    data = synthetic_data(args.pair)
     for name in names:
         _, res = run(
             name,
@@ -514,6 +711,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             seed=args.seed,
             data=data,
         )
+        if res is None:  # a process other than rank 0 of a distributed launch: rank 0 reports
+            continue
         print(
             json.dumps(
                 {k: res[k] for k in ("model", "bleu", "exact_match", "by_bucket", "train_steps", "train_seconds")}

@@ -13,7 +13,47 @@ What the course adds to fastai is small and lives here:
   learning rate (what a learner plots after training);
 * :class:`StepProgress` -- a progress bar in the budget's own unit (steps of the total);
 * :func:`fit_budget` -- builds the Learner (masked loss, metric, gradient clipping, one-cycle)
-  and trains to a step (or time) budget, returning the learner and a :class:`TrainStats`.
+  and trains to a step (or time) budget, returning the learner and a :class:`TrainStats`;
+* :func:`main` -- ``python -m attnlab.train PRESET ...``, the command line that trains any course
+  model (it calls :func:`attnlab.experiments.run`, the lessons' own code path; ``--help`` lists
+  the options).
+
+Several processes
+-----------------
+Started by a launcher that sets ``WORLD_SIZE`` > 1 (``accelerate launch --num_processes N -m
+attnlab.train ...``, or ``torchrun``), :func:`fit_budget` trains data-parallel through fastai's own
+distributed support: it enters ``Learner.distrib_ctx``, which wraps the model in PyTorch's
+``DistributedDataParallel`` through an Accelerate ``Accelerator`` (gradients averaged over the
+processes after every backward pass) and every loader in fastai's ``DistributedDL``. Nothing of
+the course launches processes or reduces gradients by hand.
+
+* **Batches.** ``DistributedDL`` takes the index order of the course's seeded, length-bucketed
+  ``SortedDL`` (the same on every process: it depends only on the seed and the epoch), pads it to
+  a multiple of the number of processes and gives process ``r`` the ``r``-th contiguous slice,
+  which the inner loader cuts into batches of ``bs``. So ``bs`` is the batch **per process**, the
+  processes see disjoint examples, and one optimiser step uses ``bs * world_size`` examples (the
+  global batch). To keep a preset's global batch on N processes, pass ``bs = preset bs / N``.
+* **Budget.** A step budget counts optimiser steps, and every process makes the same number
+  (each epoch gives every process the same number of batches). A time budget is refused: the
+  processes would stop after different numbers of steps and wait for each other forever.
+* **One writer.** Only rank 0 shows progress, evaluates, prints and writes files.
+* **Loss.** Each process's loss is the mean over its own target tokens and DDP averages the
+  processes' gradients, so a step weights each process's batch equally rather than each token:
+  the same as one process on the global batch up to that weighting (a test measures the gap).
+  The recorded training loss (:class:`LossCurve`, the recorder) is the mean over the processes.
+
+Two fastai 2.8.12 details are handled here: ``DistributedDL`` broadcasts the index order as a
+CUDA tensor (right for NCCL, impossible under the gloo backend of a CPU run) built from Python
+lists (over a gigabyte per process for WMT's 36M pairs), so the loaders are wrapped beforehand by a
+subclass that computes the same shards from one tensor broadcast on the backend's device; and on a
+machine without a GPU the ``Accelerator`` is created with ``cpu=True`` (else Accelerate finds no
+accelerator and silently trains each process alone).
+
+With ``ATTNLAB_TRACE_DIR`` set, every process appends one JSON line per training step to
+``$ATTNLAB_TRACE_DIR/trace-rank<r>.jsonl`` (:class:`BatchTrace`): the step, the dataset indices of
+its batch, its loss and target tokens, and a sha256 of the weights after the step. The
+distributed test reads them; they also answer "did the processes really stay in step?" on a
+cluster.
 
 Shape legend
 ------------
@@ -24,12 +64,19 @@ V  target vocabulary size
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import functools
+import hashlib
+import json
 import math
 import numbers
+import os
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import fastai.callback.schedule  # noqa: F401  (patches Learner.fit_one_cycle)
 import numpy as np
@@ -38,7 +85,7 @@ import torch.nn.functional as F
 from fastai.callback.core import Callback, CancelFitException
 from fastai.callback.training import GradientClip
 from fastai.learner import Learner
-from fastai.torch_core import set_seed
+from fastai.torch_core import num_distrib, rank_distrib, set_seed, to_detach
 
 from .checks import check_float_tensor, check_positive_int, check_probability, check_token_ids
 from .vocab import PAD
@@ -58,7 +105,18 @@ __all__ = [
     "TrainStats",
     "fit_budget",
     "set_seed",
+    "world_size",
+    "rank",
+    "is_main_process",
+    "process_device",
+    "main_process_first",
+    "unwrap_model",
+    "BatchTrace",
+    "TRACE_VAR",
+    "main",
 ]
+
+TRACE_VAR = "ATTNLAB_TRACE_DIR"
 
 
 def _check_logits(logits: torch.Tensor, target: torch.Tensor) -> None:
@@ -254,7 +312,8 @@ class WeightSnapshots(Callback):
             return
         self.steps_done += 1
         if self.steps_done % self.every == 0:
-            self.weights[self.steps_done] = {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
+            state = unwrap_model(self.learn.model).state_dict()  # the module's own names, not DDP's "module."
+            self.weights[self.steps_done] = {k: v.detach().cpu().clone() for k, v in state.items()}
 
 
 class LossCurve(Callback):
@@ -285,7 +344,8 @@ class LossCurve(Callback):
         if not self.training:
             return
         self.steps_done += 1
-        self._losses.append(float(self.learn.loss.detach()))
+        # fastai's to_detach gathers over the processes of a distributed run: the mean over all of them
+        self._losses.append(float(to_detach(self.learn.loss.detach())))
         if self.steps_done % self.every == 0:
             self._record()
 
@@ -306,14 +366,17 @@ class LossCurve(Callback):
         self._losses = []
 
     def _valid_loss(self) -> float:
-        model, was_training = self.learn.model, self.learn.model.training
+        # The bare module on the whole validation set: in a distributed run every process computes
+        # the same figure, and no collective call can leave the processes out of step.
+        model = unwrap_model(self.learn.model)
+        was_training = model.training
         devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
         py_state, np_state = random.getstate(), np.random.get_state()
         total, tokens = 0.0, 0
         try:
             with torch.random.fork_rng(devices=devices), torch.no_grad():
                 model.eval()
-                for *inputs, tgt_out in self.learn.dls.valid:  # inputs: src, tgt_in (and a gold attention)
+                for *inputs, tgt_out in _unwrap_loader(self.learn.dls.valid):  # src, tgt_in (and gold attention)
                     n = int((tgt_out != PAD).sum())
                     total += float(self.learn.loss_func(model(*inputs), tgt_out)) * n
                     tokens += n
@@ -402,10 +465,170 @@ class AuxLoss(Callback):
     order = 1
 
     def after_loss(self):
-        aux = getattr(self.learn.model, "aux_loss", None)
+        aux = getattr(unwrap_model(self.learn.model), "aux_loss", None)  # DDP does not forward attributes
         if self.training and aux is not None:
             self.learn.loss_grad = self.learn.loss_grad + aux
             self.learn.loss = self.learn.loss_grad.clone()
+
+
+def world_size() -> int:
+    """The number of training processes: ``WORLD_SIZE`` as the launcher set it (fastai reads the same), else 1.
+
+    Raises:
+        ValueError: ``WORLD_SIZE`` is not an integer.
+    """
+    try:
+        return max(num_distrib(), 1)
+    except ValueError:
+        value = os.environ.get("WORLD_SIZE")
+        raise ValueError(f"WORLD_SIZE={value!r} must be an integer (set by the launcher)") from None
+
+
+def rank() -> int:
+    """This process's rank (``RANK``, 0 without a launcher).
+
+    Raises:
+        ValueError: ``RANK`` is not an integer.
+    """
+    try:
+        return rank_distrib()
+    except ValueError:
+        raise ValueError(f"RANK={os.environ.get('RANK')!r} must be an integer (set by the launcher)") from None
+
+
+def is_main_process() -> bool:
+    """True on rank 0, the one process of a distributed run that prints and writes files."""
+    return rank() == 0
+
+
+def process_device(device: str | torch.device) -> torch.device:
+    """Where this process trains: ``device``, or its own GPU ``cuda:<LOCAL_RANK>`` in a distributed CUDA run."""
+    device = torch.device(device)
+    if device.type == "cuda" and world_size() > 1:
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    return device
+
+
+def unwrap_model(model: torch.nn.Module) -> torch.nn.Module:
+    """The course model inside a ``DistributedDataParallel`` / ``DataParallel`` wrapper (or ``model`` itself)."""
+    from torch.nn.parallel import DataParallel, DistributedDataParallel
+
+    while isinstance(model, (DistributedDataParallel, DataParallel)):
+        model = model.module
+    return model
+
+
+def _unwrap_loader(dl):
+    """The loader inside fastai's ``DistributedDL`` (or ``dl`` itself)."""
+    from fastai.distributed import DistributedDL
+
+    return dl.dl if isinstance(dl, DistributedDL) else dl
+
+
+@functools.cache
+def _distributed_dl():
+    """fastai's ``DistributedDL`` made to work under gloo, and remembering what it served; built on first use."""
+    import torch.distributed as dist
+    from fastai.distributed import DistributedDL
+
+    class CourseDistributedDL(DistributedDL):
+        """``DistributedDL`` whose index broadcast uses the backend's device, which keeps the order
+        in one tensor, and which keeps the indices this process was given in ``served`` (read by
+        :class:`BatchTrace`).
+
+        fastai 2.8.12 moves the index list to CUDA before broadcasting it (NCCL only takes CUDA
+        tensors); gloo, the backend of a CPU run, takes CPU tensors. A test checks that the shards
+        are fastai's own.
+        """
+
+        def get_idxs(self):
+            # fastai's DistributedDL.get_idxs (rank 0's order broadcast to all, padded to a multiple
+            # of the world size by repeating its start, rank r taking the r-th contiguous slice),
+            # with the order kept in one int64 tensor instead of Python lists (WMT has 36M pairs)
+            # and broadcast on the backend's device.
+            idxs = torch.from_numpy(np.asarray(self.dl.get_idxs(), dtype=np.int64))  # (n,)
+            device = "cuda" if dist.get_backend() == "nccl" else "cpu"
+            idxs = idxs.to(device)
+            dist.broadcast(idxs, 0)
+            idxs = idxs.cpu()
+            self.n = len(idxs)
+            self.n_padded = math.ceil(self.n / self.world_size) * self.world_size
+            if self.n_padded > self.n:
+                idxs = torch.cat([idxs, idxs.repeat(self.n_padded // self.n)[: self.n_padded - self.n]])  # (n_padded,)
+            per = self.n_padded // self.world_size
+            self.served = idxs[self.rank * per : (self.rank + 1) * per].numpy()  # (n_padded / world_size,)
+            return self.served
+
+    return CourseDistributedDL
+
+
+@contextlib.contextmanager
+def main_process_first(*, cpu: bool):
+    """Run the block on rank 0 first and on the other processes after it (one process: just run it).
+
+    For files that every process reads and one must write, such as a prepared corpus: rank 0
+    builds them, the others find them built. Uses Accelerate's ``PartialState`` (which sets up the
+    process group) with the same ``cpu`` flag :func:`fit_budget` gives fastai's ``distrib_ctx``.
+
+    Args:
+        cpu: the processes train on the CPU (gloo backend).
+    """
+    if world_size() <= 1:
+        yield
+        return
+    from accelerate import PartialState
+
+    with PartialState(cpu=cpu).main_process_first():
+        yield
+
+
+def _weights_sha256(model: torch.nn.Module) -> str:
+    """sha256 of the names and exact bytes of ``model``'s state dict (equal iff the weights are bit-identical)."""
+    h = hashlib.sha256()
+    for name, value in unwrap_model(model).state_dict().items():
+        h.update(name.encode())
+        h.update(value.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+class BatchTrace(Callback):
+    """Append one JSON line per training step to ``<folder>/trace-rank<r>.jsonl``.
+
+    A line is ``{"rank", "step", "ids", "loss", "tokens", "weights_sha256"}``: the dataset indices of
+    the batch (in a distributed run; ``null`` otherwise, where the loader does not say), this
+    process's loss and non-pad target tokens, and :func:`_weights_sha256` after the optimiser step.
+    A first line, step 0, has only the hash of the weights training starts from.
+    :func:`fit_budget` adds it when ``ATTNLAB_TRACE_DIR`` names a folder. Each process writes its own
+    file, rewritten at the start of every fit.
+
+    Args:
+        folder: where the files go (created if missing).
+    """
+
+    order = 46  # before LossCurve (47) and Budget (50): the step that ends the budget is traced
+
+    def __init__(self, folder: str | Path):
+        self.path = Path(folder) / f"trace-rank{rank()}.jsonl"
+
+    def before_fit(self):
+        # After DistributedTrainer (order 11) wrapped the model, so step 0 is the weights every process starts from.
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text("", encoding="utf-8")
+        self.steps_done = 0
+        self._write(ids=None, loss=None, tokens=None)
+
+    def after_batch(self):
+        if not self.training:
+            return
+        self.steps_done += 1
+        served, bs = getattr(self.learn.dl, "served", None), self.learn.dl.bs
+        ids = None if served is None else [int(i) for i in served[self.learn.iter * bs : (self.learn.iter + 1) * bs]]
+        self._write(ids=ids, loss=float(self.learn.loss.detach()), tokens=int((self.yb[0] != PAD).sum()))
+
+    def _write(self, **fields):
+        line = {"rank": rank(), "step": self.steps_done, **fields, "weights_sha256": _weights_sha256(self.learn.model)}
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(line) + "\n")
 
 
 def fit_budget(
@@ -444,13 +667,36 @@ def fit_budget(
         profile: recorded in the stats.
         cbs: extra fastai callbacks.
 
+    In a process started by a distributed launcher (:func:`world_size` > 1) the learner trains
+    inside fastai's ``Learner.distrib_ctx``: ``model`` must already be on this process's device
+    (:func:`process_device`), ``dls`` yields this process's batches of ``bs`` (the global batch is
+    ``bs * world_size``), only rank 0 shows progress, and the returned learner keeps the
+    ``DistributedDL``-wrapped loaders. See the module docstring.
+
     Returns:
-        ``(learner, stats)``.
+        ``(learner, stats)``; in a distributed run ``stats.steps`` counts optimiser steps (the same
+        on every process), ``stats.tokens`` and ``stats.tokens_per_second`` all processes' target
+        tokens, ``stats.seconds`` and ``stats.final_loss`` (the recorder's smoothed loss, a mean over
+        the processes) are this process's.
+
+    Raises:
+        ValueError: a time budget (``seconds``) in a distributed run.
     """
     check_positive_int("max_epochs", max_epochs)
     budget, counter = Budget(seconds, steps=steps), TokenCounter()
+    processes = world_size()
+    if processes > 1:
+        if seconds is not None:
+            raise ValueError(
+                f"seconds={seconds!r}: a time budget cannot be shared by {processes} processes (each would stop "
+                "after a different number of steps and the others would wait for it forever); give steps"
+            )
+        shard = _distributed_dl()
+        dls = type(dls)(*[shard(dl) for dl in dls.loaders], path=dls.path, device=dls.device)
     curve = LossCurve(loss_every) if loss_every is not None else None
-    extra = [c for c in (curve, StepProgress(budget) if progress else None) if c is not None]
+    trace = BatchTrace(os.environ[TRACE_VAR]) if os.environ.get(TRACE_VAR) else None
+    show = StepProgress(budget) if progress and is_main_process() else None
+    extra = [c for c in (curve, trace, show) if c is not None]
     learn = Learner(
         dls,
         model,
@@ -458,17 +704,182 @@ def fit_budget(
         metrics=[token_accuracy],
         cbs=[GradientClip(clip), budget, counter, AuxLoss(), *extra, *cbs],
     )
-    with learn.no_bar(), learn.no_logging():
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(learn.no_bar())
+        stack.enter_context(learn.no_logging())
+        if processes > 1:
+            import fastai.distributed  # noqa: F401  (patches Learner.distrib_ctx)
+
+            # Without cpu=True, Accelerate finds no GPU and sets up no process group at all.
+            on_cpu = next(model.parameters()).device.type == "cpu"
+            stack.enter_context(learn.distrib_ctx(**({"cpu": True} if on_cpu else {})))
         learn.fit_one_cycle(max_epochs, lr, wd=wd, pct_start=pct_start)
     spent = budget.elapsed
     final = float(learn.recorder.losses[-1]) if learn.recorder.losses else float("nan")
+    tokens = counter.tokens
+    if processes > 1:  # fastai's gather gives the mean over the processes (on the backend's device)
+        mine = torch.tensor(float(tokens), device=next(model.parameters()).device)
+        tokens = round(float(to_detach(mine)) * processes)
     stats = TrainStats(
         seconds=round(spent, 2),
         steps=counter.batches,
-        tokens=counter.tokens,
-        tokens_per_second=round(counter.tokens / max(spent, 1e-9), 1),
+        tokens=tokens,
+        tokens_per_second=round(tokens / max(spent, 1e-9), 1),
         final_loss=round(final, 4),
         profile=profile,
         loss_curve=curve.points if curve is not None else [],
     )
     return learn, stats
+
+
+def _model_field(text: str) -> tuple[str, object]:
+    """``KEY=VALUE`` of ``--model``: the value read as JSON (numbers, true/false/null), else as a string."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ValueError(f"--model takes KEY=VALUE (e.g. hid_dim=256), got {text!r}")
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError:
+        parsed = value
+    return key.strip(), parsed
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m attnlab.train PRESET ...``: train one course model and write its checkpoint and results.
+
+    It calls :func:`attnlab.experiments.run`, so a model trained here is trained exactly as in the
+    lessons and written in the same format (below ``data/runs``, or the shipped folders with
+    ``--ship``). Launched by ``accelerate launch --num_processes N -m attnlab.train ...`` it trains
+    on N processes (see the module docstring); rank 0 prints one JSON line of results.
+
+    Args:
+        argv: the arguments (default ``sys.argv[1:]``); ``--help`` lists them.
+
+    Returns:
+        The exit status (0). Bad arguments exit with status 2 and a message, as argparse does.
+    """
+    import shlex
+    import sys
+
+    from . import experiments, results  # lazily: experiments imports this module
+    from .profiles import get_device
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    names = sorted(experiments.EXPERIMENTS)
+    ap = argparse.ArgumentParser(
+        prog="python -m attnlab.train",
+        description="Train one course model (a preset of attnlab.experiments) through the fastai toolkit.",
+        epilog="Several processes: accelerate launch --num_processes N -m attnlab.train PRESET ... "
+        "(bs is per process; the global batch is bs x N).",
+    )
+    ap.add_argument("preset", metavar="PRESET", help=f"one of: {', '.join(names)}")
+    ap.add_argument("--pair", choices=experiments.PAIRS, default="fr", help="target language (default: fr)")
+    ap.add_argument(
+        "--corpus", metavar="PATH.tsv", help="train on this English<TAB>French file (streamed; subword vocabularies)"
+    )
+    budget = ap.add_mutually_exclusive_group()
+    budget.add_argument("--steps", type=int, metavar="N", help="budget in optimiser steps (default: the preset's)")
+    budget.add_argument("--seconds", type=float, metavar="S", help="a time budget (not reproducible; 1 process)")
+    ap.add_argument("--out", metavar="NAME", help="file name of the checkpoint and results (default: the preset's)")
+    ap.add_argument("--profile", choices=("cpu", "gpu"), help="preset sizes (default: gpu where CUDA is, else cpu)")
+    ap.add_argument("--ship", action="store_true", help="write the committed data/checkpoints and data/results")
+    ap.add_argument("--seed", type=int, default=0, metavar="N", help="training seed (default: 0)")
+    ap.add_argument("--bs", type=int, metavar="N", help="batch size per process (default: the preset's)")
+    ap.add_argument(
+        "--model", action="append", default=[], metavar="KEY=VALUE", help="a model-config field, e.g. hid_dim=256"
+    )
+    ap.add_argument("--curve-every", type=int, metavar="N", help="a learning curve every N steps (longest bucket)")
+    corpus = ap.add_argument_group("corpus sizes")
+    corpus.add_argument("--n-train", type=int, metavar="N", help="generated corpus: training pairs (100,000)")
+    corpus.add_argument("--n-valid", type=int, metavar="N", help="validation pairs (2,000; --corpus: 1,000)")
+    corpus.add_argument(
+        "--test-per-bucket", type=int, metavar="N", help="generated corpus: test pairs per length bucket (500)"
+    )
+    corpus.add_argument("--n-test", type=int, metavar="N", help="--corpus: test pairs held out (1,000)")
+    corpus.add_argument("--subword-vocab", type=int, metavar="N", help="--corpus: pieces per side (preset: 8,000)")
+    args = ap.parse_args(argv)
+
+    if args.preset not in experiments.EXPERIMENTS:
+        ap.error(f"unknown preset {args.preset!r}; choose one of: {', '.join(names)}")
+    sizes = {k: getattr(args, k) for k in ("n_train", "n_valid", "test_per_bucket") if getattr(args, k) is not None}
+    if args.corpus is not None and {"n_train", "test_per_bucket"} & set(sizes):
+        ap.error("--n-train/--test-per-bucket size the generated corpus; they do not apply to --corpus")
+    if args.corpus is None and args.n_test is not None:
+        ap.error("--n-test is the test split held out of --corpus; the generated corpus takes --test-per-bucket")
+    if args.corpus is None and args.subword_vocab is not None:
+        ap.error("--subword-vocab applies to --corpus only (the generated corpus has word vocabularies)")
+    try:  # every check that needs no data, before any corpus is generated or read
+        model_config = dict(_model_field(f) for f in args.model)
+        exp = experiments.preset(args.preset, args.profile).with_changes(
+            model=model_config, bs=args.bs, subword_vocab=args.subword_vocab
+        )
+        exp.with_budget(steps=args.steps, seconds=args.seconds)
+        experiments.max_steps()
+        processes = world_size()
+        if processes > 1 and args.seconds is not None:
+            raise ValueError(f"--seconds cannot be used with {processes} processes (they would fall out of step)")
+        out = experiments._check_out(args.out) if args.out is not None else None
+        if args.corpus is not None:
+            if args.pair != "fr":
+                raise ValueError(f"--corpus reads English->French files; --pair {args.pair} does not apply")
+            experiments.check_real_corpus(exp, args.pair, args.curve_every)
+            if not Path(args.corpus).is_file():
+                raise ValueError(f"--corpus {args.corpus}: no such file")
+    except ValueError as exc:
+        ap.error(str(exc))
+    pair = args.pair
+    if args.corpus is not None:
+        # the tokenizers and token ids go beside the checkpoint; rank 0 builds them, the others reuse them
+        name = out or experiments.result_name(args.preset, pair)
+        prepared = results.checkpoint_path(name, shipped=args.ship).parent / f"{name}.corpus"
+        on_cpu = process_device(get_device(args.profile)).type == "cpu"
+        held_out = {k: v for k, v in (("valid", args.n_valid), ("test", args.n_test)) if v is not None}
+        try:
+            with main_process_first(cpu=on_cpu):
+                data = experiments.corpus_data(args.corpus, exp, prepared, seed=args.seed, **held_out)
+        except ValueError as exc:  # e.g. a vocabulary the file is too small for: the message says what to use
+            ap.error(f"--corpus {args.corpus}: {exc}")
+    else:
+        data = experiments.synthetic_data(pair, **sizes)
+    main_process = is_main_process()
+    if main_process:
+        print(
+            f"training {args.preset} ({exp.description}) on {processes} process(es), "
+            f"batch {exp.bs} x {processes}",
+            flush=True,
+        )
+    model, res = experiments.run(
+        args.preset,
+        pair=pair,
+        profile=args.profile,
+        steps=args.steps,
+        seconds=args.seconds,
+        curve_every=args.curve_every,
+        progress=False,
+        ship=args.ship,
+        seed=args.seed,
+        data=data,
+        produced_by="python -m attnlab.train " + shlex.join(argv),
+        out=out,
+        model_config=model_config or None,
+        bs=args.bs,
+    )
+    if main_process:
+        keys = ("model", "bleu", "exact_match", "train_steps", "train_seconds", "world_size", "global_batch")
+        summary = {k: res.get(k) for k in keys}
+        ckpt = results.checkpoint_path(res["model"], shipped=args.ship)
+        summary["checkpoint"] = str(ckpt.with_suffix(".safetensors"))
+        summary["results"] = str(results.results_path(res["model"], shipped=args.ship))
+        print(json.dumps(summary), flush=True)
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    # Run the package's own module, not this file's second copy as ``__main__`` (one set of classes).
+    from attnlab.train import main as _main
+
+    raise SystemExit(_main())

@@ -37,7 +37,6 @@ from .splits import (
     make_splits,
     make_test_split,
 )
-from . import documents, scenes, signals
 from .tsv import load_tsv, tokenize_en, tokenize_fr
 
 __all__ = [
@@ -64,3 +63,17 @@ __all__ = [
     "signals",
     "documents",
 ]
+
+
+_LESSON09 = ("documents", "scenes", "signals")
+
+
+def __getattr__(name: str):
+    # Lesson 09's generators import attnlab.vocab, which imports this package: importing them on
+    # first use (``corpus.scenes``) instead of here keeps ``import attnlab.vocab`` free of a cycle.
+    if name in _LESSON09:
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
