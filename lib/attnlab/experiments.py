@@ -459,6 +459,8 @@ def run(
     model = build_model(exp, src_vocab, tgt_vocab).to(device)
     threads = train_threads(profile)
     load_before = results.load_average()
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)  # the results report this run's peak, not the process's
     with num_threads(threads):
         _, stats = fit_budget(
             model,
@@ -503,6 +505,7 @@ def run(
         "train_seconds": stats.seconds,
         "train_steps": stats.steps,
         "tokens_per_second": stats.tokens_per_second,
+        "peak_memory_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None,
         "loss_curve": stats.loss_curve,
         "corpus_version": version,
         **results.provenance(produced_by=produced_by, profile=profile, threads=threads, load_before=load_before),
