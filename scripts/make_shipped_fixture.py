@@ -55,6 +55,19 @@ def default_test_sentences(pair: str = "fr") -> list[tuple[list[str], list[str]]
     return [(list(test[i].src), list(test[i].tgt)) for i in sentence_ids()]
 
 
+TEXT_FAMILIES = ("rnn", "transformer")  # lesson 09's image models are checked by their lesson and tests
+
+
+def translation_checkpoints() -> list[str]:
+    """Names of the shipped translation models (the ones this fixture covers), sorted."""
+    names = []
+    for p in sorted(CHECKPOINTS.glob("*.safetensors")):
+        meta = json.loads(p.with_suffix(".json").read_text())
+        if meta.get("kind") in TEXT_FAMILIES:
+            names.append(p.stem)
+    return names
+
+
 def checkpoint_pair(name: str) -> str:
     """The language pair shipped checkpoint ``name`` was trained on."""
     return json.loads((CHECKPOINTS / f"{name}.json").read_text()).get("pair", "fr")
@@ -113,7 +126,7 @@ def score_model(name: str, sentences) -> dict:
 def build() -> dict:
     """The whole fixture, computed from the current code and checkpoints (one thread)."""
     torch.set_num_threads(1)
-    names = sorted(p.stem for p in CHECKPOINTS.glob("*.safetensors"))
+    names = translation_checkpoints()
     pairs = {name: checkpoint_pair(name) for name in names}
     sentences = {pair: default_test_sentences(pair) for pair in sorted(set(pairs.values()))}
     return {

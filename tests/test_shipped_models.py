@@ -34,7 +34,7 @@ SENTENCES = {
 
 
 def test_the_fixture_covers_every_shipped_checkpoint():
-    shipped = sorted(p.stem for p in FIX.CHECKPOINTS.glob("*.safetensors"))
+    shipped = FIX.translation_checkpoints()
     assert shipped == sorted(FIXTURE["models"]), REGENERATE
 
 
