@@ -81,7 +81,7 @@ from .masks import masked_softmax
 from .scores import AttentionScore, LocalPosition, attend, local_window_mask
 from .vocab import PAD
 
-__all__ = ["RNNConfig", "Seq2SeqRNN"]
+__all__ = ["RNNConfig", "Seq2SeqRNN", "StatesEncoderDecoder"]
 
 ATTENTIONS = (None, "bahdanau", "luong")
 SOURCES = ("tokens", "states")
@@ -639,3 +639,38 @@ class Seq2SeqRNN(nn.Module):
         if not return_attention:
             return logits
         return logits, attn
+
+
+class StatesEncoderDecoder(nn.Module):
+    """Base of the models whose own encoder feeds a ``source="states"`` :class:`Seq2SeqRNN` (``self.decoder``).
+
+    The captioner (:class:`attnlab.vision.Captioner`) and the transcriber
+    (:class:`attnlab.speech.Transcriber`) differ only in what turns their input into states; a
+    subclass gives :meth:`check_source` and :meth:`encode_states`, and this class speaks the
+    decoding protocol of :mod:`attnlab.decoding` with them. It adds no parameters.
+    """
+
+    decoder: Seq2SeqRNN
+
+    def check_source(self, x: torch.Tensor) -> None:  # pragma: no cover - every subclass overrides it
+        """Raise ``TypeError``/``ValueError`` unless :meth:`encode` accepts ``x``."""
+        raise NotImplementedError
+
+    def encode_states(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:  # pragma: no cover
+        """``x`` -> ``(states (B, S, H), keep (B, S) bool or None when every position is real)``."""
+        raise NotImplementedError
+
+    def encode(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Check ``x``, encode it, and build the decoder's memory over the states."""
+        self.check_source(x)
+        states, keep = self.encode_states(x)  # (B, S, H), (B, S) or None
+        return self.decoder.memory_from_states(states, keep)
+
+    def init_state(self, memory: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        """The decoder's initial state (see :meth:`Seq2SeqRNN.init_state`)."""
+        return self.decoder.init_state(memory)
+
+    def step(self, memory: dict, state: tuple[torch.Tensor, ...], y_prev: torch.Tensor, t: int):
+        """One decoding step: ``(logits (B, V), state, attention over the states (B, S))``."""
+        return self.decoder.step(memory, state, y_prev, t)
+

@@ -59,7 +59,7 @@ from .corpus.signals import (
     make_signal_dataloaders,
     make_signal_splits,
 )
-from .rnn import RNNConfig, Seq2SeqRNN
+from .rnn import RNNConfig, Seq2SeqRNN, StatesEncoderDecoder
 from .vocab import EOS, PAD, Vocab
 
 __all__ = [
@@ -184,7 +184,7 @@ class Listener(nn.Module):
         return states, keep
 
 
-class Transcriber(nn.Module):
+class Transcriber(StatesEncoderDecoder):
     """Listen, attend and spell: a :class:`Listener` and lesson 2's Bahdanau decoder over its states."""
 
     def __init__(self, config: TranscriberConfig):
@@ -207,19 +207,9 @@ class Transcriber(nn.Module):
         if frames.dtype != weight.dtype:
             raise TypeError(f"frames have dtype {frames.dtype} but the model's weights are {weight.dtype}")
 
-    def encode(self, frames: torch.Tensor) -> dict[str, torch.Tensor]:
-        """``frames (B, S, F)`` -> the decoder's memory over the ``S'`` listener states (padding masked)."""
-        self.check_source(frames)
-        states, keep = self.listener(frames, frame_mask(frames))  # (B, S', H), (B, S')
-        return self.decoder.memory_from_states(states, keep)
-
-    def init_state(self, memory: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
-        """The decoder's initial state (see :meth:`attnlab.rnn.Seq2SeqRNN.init_state`)."""
-        return self.decoder.init_state(memory)
-
-    def step(self, memory: dict, state: tuple[torch.Tensor, ...], y_prev: torch.Tensor, t: int):
-        """One decoding step: ``(logits (B, V), state, attention over the listener states (B, S'))``."""
-        return self.decoder.step(memory, state, y_prev, t)
+    def encode_states(self, frames: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``frames (B, S, F)`` -> the ``S'`` listener states ``(B, S', H)`` and which are real ``(B, S')``."""
+        return self.listener(frames, frame_mask(frames))  # (B, S', H), (B, S')
 
     def forward(
         self,

@@ -59,7 +59,7 @@ from .checks import (
     check_probability,
     check_tensor,
 )
-from .rnn import RNNConfig, Seq2SeqRNN
+from .rnn import RNNConfig, Seq2SeqRNN, StatesEncoderDecoder
 from .transformer import Encoder
 from .vocab import PAD
 
@@ -356,7 +356,7 @@ class CaptionerConfig:
         )
 
 
-class Captioner(nn.Module):
+class Captioner(StatesEncoderDecoder):
     """Show, Attend and Tell: a region encoder and lesson 2's Bahdanau decoder attending over the regions.
 
     ``encoder`` is a :class:`ConvEncoder` or :class:`PatchEncoder` giving ``(B, S, D = hid_dim)``;
@@ -379,19 +379,9 @@ class Captioner(nn.Module):
         """Raise unless ``images`` is float ``(B, C, H, W)`` of the configured size, device and dtype."""
         _check_images(images, self, self.config.channels, self.config.image_size)
 
-    def encode(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
-        """``images (B, C, H, W)`` -> the decoder's memory over the ``S`` regions (all of them real)."""
-        self.check_source(images)
-        regions = self.encoder(images)  # (B, S, D)
-        return self.decoder.memory_from_states(regions)
-
-    def init_state(self, memory: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
-        """The decoder's initial state (see :meth:`attnlab.rnn.Seq2SeqRNN.init_state`)."""
-        return self.decoder.init_state(memory)
-
-    def step(self, memory: dict, state: tuple[torch.Tensor, ...], y_prev: torch.Tensor, t: int):
-        """One decoding step: ``(logits (B, V), state, attention over the regions (B, S))``."""
-        return self.decoder.step(memory, state, y_prev, t)
+    def encode_states(self, images: torch.Tensor) -> tuple[torch.Tensor, None]:
+        """``images (B, C, H, W)`` -> the ``S`` region features ``(B, S, D)``, all of them real."""
+        return self.encoder(images), None  # (B, S, D)
 
     def forward(
         self,
