@@ -53,8 +53,7 @@ from .corpus import Pair
 from .evaluate import alignment_agreement, alignment_error_rate
 from .loaders import collate, encode_pairs
 from .masks import masked_softmax
-from .rnn import Seq2SeqRNN
-from .variants import gold_attention
+from .variants import attention_hook, check_plain_soft_attention, gold_attention
 from .vocab import PAD
 
 __all__ = [
@@ -274,20 +273,6 @@ def total_variation(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     return (p - q).abs().sum(-1) / 2  # (...)
 
 
-def _check_plain_rnn(model, what: str) -> None:
-    if not isinstance(model, Seq2SeqRNN):
-        raise TypeError(f"{what} needs a Seq2SeqRNN, got {type(model).__name__}")
-    c = model.config
-    if c.attention is None:
-        raise ValueError(f"{what} needs a Seq2SeqRNN with attention (config.attention is None)")
-    if c.local or c.coverage or c.prev_conv or c.monotonic or c.hard:
-        raise ValueError(
-            f"{what} is defined for plain global soft attention; this model has a local window or a "
-            f"lesson-07 switch (local={c.local!r}, coverage={c.coverage}, prev_conv={c.prev_conv}, "
-            f"monotonic={c.monotonic}, hard={c.hard!r})"
-        )
-
-
 @contextlib.contextmanager
 def replaced_attention(model, logits: torch.Tensor) -> Iterator:
     """Inside the block, decoding step ``t`` of the RNN attends with ``softmax(logits[:, t])`` over the real source.
@@ -308,11 +293,11 @@ def replaced_attention(model, logits: torch.Tensor) -> Iterator:
             block, a decode whose batch or source length differs from ``logits``, or that runs more
             steps than ``logits`` has rows.
     """
-    _check_plain_rnn(model, "replaced_attention")
+    check_plain_soft_attention(model, "replaced_attention")
     check_float_tensor("logits", logits, dims=3, shape_text="(B, T, S)")
     B, T, S = logits.shape
 
-    def _replaced(query, memory, t, extras=()):
+    def _replaced(memory, t):
         states, mask = memory["states"], memory["mask"]  # (B, S, H), (B, S)
         if tuple(mask.shape) != (B, S):
             raise ValueError(
@@ -321,19 +306,10 @@ def replaced_attention(model, logits: torch.Tensor) -> Iterator:
             )
         if t >= T:
             raise ValueError(f"replaced_attention: logits have {T} steps, but decoding reached step t={t}")
-        attn = masked_softmax(logits[:, t].to(states.dtype), mask)  # (B, S)
-        context = torch.bmm(attn.unsqueeze(1), states).squeeze(1)  # (B, H)
-        return context, attn, ()
+        return masked_softmax(logits[:, t].to(states.dtype), mask)  # (B, S)
 
-    before = vars(model).get("_attend")  # a hook already in place (nested blocks) comes back afterwards
-    model._attend = _replaced  # an instance attribute shadows the method until it is deleted
-    try:
+    with attention_hook(model, _replaced):
         yield model
-    finally:
-        if before is None:
-            del model._attend
-        else:
-            model._attend = before
 
 
 ADVERSARY_TARGETS = ("model", "gold")
@@ -421,7 +397,7 @@ def adversarial_attention(
         TypeError, ValueError: a model this hook does not fit; bad settings; no pairs;
             ``away_from="gold"`` with pairs without gold links.
     """
-    _check_plain_rnn(model, "adversarial_attention")
+    check_plain_soft_attention(model, "adversarial_attention")
     _check_pairs(pairs, "adversarial_attention")
     eps = check_float("epsilon", epsilon, strict=True)
     if eps >= 1:

@@ -55,6 +55,8 @@ __all__ = [
     "gumbel_straight_through",
     "GRADIENT_ESTIMATORS",
     "hard_attention_gradients",
+    "check_plain_soft_attention",
+    "attention_hook",
     "uniform_attention",
     "leave_one_out_importance",
     "gold_fertility",
@@ -331,6 +333,55 @@ def hard_attention_gradients(
     return torch.stack(out)  # (samples, B, S)
 
 
+def check_plain_soft_attention(model, what: str) -> None:
+    """Refuse a model whose attention :func:`attention_hook` cannot replace.
+
+    Raises:
+        TypeError: not a :class:`attnlab.rnn.Seq2SeqRNN`.
+        ValueError: no attention, or a local window or a lesson-07 switch that keeps its own state.
+    """
+    from .rnn import Seq2SeqRNN  # local: rnn imports this module
+
+    if not isinstance(model, Seq2SeqRNN):
+        raise TypeError(f"{what} needs a Seq2SeqRNN, got {type(model).__name__}")
+    c = model.config
+    if c.attention is None:
+        raise ValueError(f"{what} needs a Seq2SeqRNN with attention (config.attention is None)")
+    if c.local or c.coverage or c.prev_conv or c.monotonic or c.hard:
+        raise ValueError(
+            f"{what} is defined for plain global soft attention; this model has a local window or a "
+            f"lesson-07 switch (local={c.local!r}, coverage={c.coverage}, prev_conv={c.prev_conv}, "
+            f"monotonic={c.monotonic}, hard={c.hard!r})"
+        )
+
+
+@contextlib.contextmanager
+def attention_hook(model, weights) -> Iterator:
+    """Inside the block, the RNN's attention weights at step ``t`` are ``weights(memory, t)`` ``(B, S)``.
+
+    Only the weights change: the context is still their average of the encoder states, and the
+    decoder, input feeding and output layer run as usual. The hook is an instance attribute that
+    shadows ``model._attend``; it is removed when the block ends, also when it raises, and a hook
+    that was already in place (nested blocks) comes back. Check the model first with
+    :func:`check_plain_soft_attention`.
+    """
+
+    def _hooked(query, memory, t, extras=()):
+        attn = weights(memory, t)  # (B, S)
+        context = torch.bmm(attn.unsqueeze(1), memory["states"]).squeeze(1)  # (B, H)
+        return context, attn, ()
+
+    before = vars(model).get("_attend")
+    model._attend = _hooked  # an instance attribute shadows the method until it is deleted
+    try:
+        yield model
+    finally:
+        if before is None:
+            del model._attend
+        else:
+            model._attend = before
+
+
 @contextlib.contextmanager
 def uniform_attention(model) -> Iterator:
     """Inside the block, the RNN model attends uniformly: every real source position gets ``1 / S_b``.
@@ -344,25 +395,16 @@ def uniform_attention(model) -> Iterator:
             lesson-07 switch that keeps attention state).
 
     Raises:
-        ValueError: a model without attention, or with a variant that this intervention would break.
+        TypeError, ValueError: as :func:`check_plain_soft_attention`.
     """
-    c = getattr(model, "config", None)
-    if c is None or getattr(c, "attention", None) is None or not hasattr(model, "_attend"):
-        raise ValueError("uniform_attention needs a Seq2SeqRNN with attention")
-    if c.local or c.coverage or c.prev_conv or c.monotonic or c.hard:
-        raise ValueError("uniform_attention is defined for plain global soft attention (no local/variant switch)")
+    check_plain_soft_attention(model, "uniform_attention")
 
-    def _uniform(query, memory, t, extras=()):
+    def _uniform(memory, t):
         mask = memory["mask"].to(memory["states"].dtype)  # (B, S)
-        attn = mask / mask.sum(-1, keepdim=True)  # (B, S)
-        context = torch.bmm(attn.unsqueeze(1), memory["states"]).squeeze(1)  # (B, H)
-        return context, attn, ()
+        return mask / mask.sum(-1, keepdim=True)  # (B, S)
 
-    model._attend = _uniform  # an instance attribute shadows the method until it is deleted
-    try:
+    with attention_hook(model, _uniform):
         yield model
-    finally:
-        del model._attend
 
 
 def leave_one_out_importance(model, pair: Pair, src_vocab, tgt_vocab) -> torch.Tensor:
