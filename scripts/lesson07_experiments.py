@@ -6,8 +6,10 @@ Usage::
 
 Each preset of :mod:`attnlab.experiments` named ``bahdanau_<variant>`` is the lesson-1 Bahdanau
 model's cpu preset (same sizes, 1,000 steps, seed 0) with one switch of :class:`attnlab.rnn.RNNConfig`
-turned on. Without names the default runs below are trained, one after the other, one thread each,
-through :func:`attnlab.experiments.run` with ``ship=True`` (checkpoints in ``data/checkpoints``,
+turned on (two or three where a variant needs them); ``agreement_0``/``agreement`` train two such models
+at once (:mod:`attnlab.agreement`). The multi-source runs have their own script,
+``scripts/lesson07_multisource.py``. Without names the default runs below are trained, one after the
+other, one thread each, through :func:`attnlab.experiments.run` with ``ship=True`` (checkpoints in ``data/checkpoints``,
 results in ``data/results``).
 
 With ``--explanation`` (also run after training) three shipped models that translate about equally
@@ -48,11 +50,77 @@ RUNS = [
     ("bahdanau_coverage", "ko"),
     ("bahdanau_location_aware", "fr"),
     ("bahdanau_gumbel", "fr"),
+    ("bahdanau_supervised", "ko"),
+    ("bahdanau_supervised_low", "ko"),
+    ("bahdanau_location_aware", "ko"),
+    ("bahdanau_gumbel", "ko"),
+    ("bahdanau_fertility", "fr"),
+    ("bahdanau_fertility", "ko"),
+    ("bahdanau_fertility_noloss", "fr"),
+    ("bahdanau_gumbel_annealed", "fr"),
+    ("bahdanau_gumbel_annealed", "ko"),
+    ("bahdanau_reinforce", "fr"),
+    ("bahdanau_reinforce", "ko"),
+    ("bahdanau_reinforce_mixed", "fr"),
+    ("bahdanau_reinforce_mixed", "ko"),
+    ("agreement_0", "fr"),
+    ("agreement", "fr"),
+    ("agreement_0", "ko"),
+    ("agreement", "ko"),
 ]
-BASELINES = [("rnn_noattn", "fr"), ("bahdanau", "fr"), ("bahdanau", "ko"), ("rnn_noattn", "ko")]
+AGREEMENT = [("agreement_0", "fr"), ("agreement", "fr"), ("agreement_0", "ko"), ("agreement", "ko")]
+BASELINES = [("rnn_noattn", "fr"), ("bahdanau", "fr"), ("bahdanau", "ko"), ("rnn_noattn", "ko")] + AGREEMENT
 VARIANTS = [n for n in experiments.EXPERIMENTS if n.startswith("bahdanau_")]
 EXPLAINED = ["bahdanau", "luong_concat", "luong_location"]
 EXPLANATION_SENTENCES = 60  # leave-one-out costs one forward pass per source word
+SEED_RUNS = ["bahdanau", "luong_location"]  # one aligns well, one does not (lesson 03)
+EXTRA_SEEDS = (1, 2)  # seed 0 is the shipped run of each
+
+
+DEEP_DECODER = {"num_decoder_layers": 4}  # Shift-Att needs a decoder with layers below the aligning one
+
+
+def train_deep_decoder() -> None:
+    """Train the lesson-6 Transformer preset with a 4-layer decoder and ship it as ``transformer_dec4``.
+
+    Chen et al. (2020) read alignments from a middle layer of a 6-layer decoder one step late
+    (Shift-Att); the shipped Transformers have one decoder layer, where the trick cannot work.
+    ``scripts/lesson07_explain.py`` scores this model's layers.
+    """
+    _, res = experiments.run(
+        "transformer",
+        pair="fr",
+        profile="cpu",
+        progress=False,
+        ship=True,
+        model_config=DEEP_DECODER,
+        out="transformer_dec4",
+        produced_by="python scripts/lesson07_experiments.py --deep-decoder",
+    )
+    print(json.dumps({k: res[k] for k in ("model", "bleu", "aer", "params", "train_seconds")}))
+
+
+def train_seeds() -> None:
+    """Train :data:`SEED_RUNS` again with :data:`EXTRA_SEEDS` (English->French) and ship them as ``NAME_seedK``.
+
+    Everything but the seed is the preset's, so the spread of their attention maps is the part of
+    attention that the data does not determine (Jain & Wallace's "variance across seeds").
+    """
+    data = experiments.synthetic_data("fr")
+    for name in SEED_RUNS:
+        for seed in EXTRA_SEEDS:
+            _, res = experiments.run(
+                name,
+                pair="fr",
+                profile="cpu",
+                progress=False,
+                ship=True,
+                seed=seed,
+                data=data,
+                out=f"{name}_seed{seed}",
+                produced_by="python scripts/lesson07_experiments.py --seeds",
+            )
+            print(json.dumps({k: res[k] for k in ("model", "seed", "bleu", "aer", "train_seconds")}))
 
 
 def explanation() -> dict:
@@ -129,10 +197,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("runs", nargs="*", help="NAME[:PAIR] (default: the lesson's runs)")
     ap.add_argument("--table-only", action="store_true", help="count and print from the shipped files only")
     ap.add_argument("--explanation", action="store_true", help="only the attention-as-explanation tests")
+    ap.add_argument("--seeds", action="store_true", help="only train the extra seeds of SEED_RUNS")
+    ap.add_argument("--deep-decoder", action="store_true", help="only train transformer_dec4 (Shift-Att)")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     if args.explanation:
         explanation()
+        return 0
+    if args.seeds:
+        train_seeds()
+        return 0
+    if args.deep_decoder:
+        train_deep_decoder()
         return 0
     runs = [tuple(r.split(":")) if ":" in r else (r, "fr") for r in args.runs] or RUNS
     if not args.table_only:

@@ -32,7 +32,13 @@ from attnlab import experiments, results
 from attnlab.corpus import load_splits
 from attnlab.explain import adversarial_attention, adversarial_summary, shift_att_report
 
-SHIFT_MODELS = [("transformer", "fr"), ("transformer_kv1", "fr"), ("transformer_kv2", "fr"), ("transformer_ko", "ko")]
+SHIFT_MODELS = [
+    ("transformer", "fr"),
+    ("transformer_kv1", "fr"),
+    ("transformer_kv2", "fr"),
+    ("transformer_ko", "ko"),
+    ("transformer_dec4", "fr"),  # four decoder layers (scripts/lesson07_experiments.py --deep-decoder)
+]
 ADVERSARIAL_MODELS = ["bahdanau", "luong_concat", "luong_location"]
 SENTENCES = 30
 BUCKET = "11-20"

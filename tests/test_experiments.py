@@ -217,3 +217,36 @@ def test_use_course_threads(monkeypatch):
         assert use_course_threads("cpu") == 1 and torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
+
+
+LESSON07_SWITCHES = {
+    "coverage",
+    "prev_conv",
+    "monotonic",
+    "hard",
+    "temperature",
+    "temperature_final",
+    "coverage_loss",
+    "align_loss",
+    "fertility",
+    "entropy_bonus",
+    "reinforce_mix",
+}
+
+
+@pytest.mark.parametrize("profile", ["cpu", "gpu"])
+def test_every_lesson07_preset_is_the_bahdanau_preset_with_lesson07_switches_only(profile):
+    """Lesson 07 compares variants of one model: each preset trains exactly as ``bahdanau`` does,
+    and its model differs from it only in the switches of the lesson (each on, none copied)."""
+    from attnlab.rnn import RNNConfig
+
+    base = experiments.preset("bahdanau", profile)
+    names = [n for n in experiments.EXPERIMENTS if n.startswith("bahdanau_")]
+    assert {"bahdanau_fertility", "bahdanau_reinforce", "bahdanau_gumbel_annealed"} <= set(names)
+    defaults = RNNConfig(src_vocab_size=5, tgt_vocab_size=5)
+    for name in names:
+        exp = experiments.preset(name, profile)
+        assert dataclasses.replace(exp, name=base.name, description=base.description, model=base.model) == base, name
+        changed = {k for k in exp.model if exp.model[k] != base.model.get(k, getattr(defaults, k))}
+        assert changed and changed <= LESSON07_SWITCHES, (name, changed)
+        RNNConfig(src_vocab_size=5, tgt_vocab_size=5, **exp.model)  # a valid config

@@ -283,3 +283,55 @@ def test_adversarial_attention_rejects_bad_arguments():
         explain.adversarial_summary(found, PAIRS[:1])
     with pytest.raises(ValueError, match=r"pairs\[0\] has no gold links"):
         explain.adversarial_summary(found, [Pair(src=p.src, tgt=p.tgt) for p in PAIRS[:2]])
+
+
+# ----------------------------------------------------------------------------------------------
+# variance across seeds
+# ----------------------------------------------------------------------------------------------
+
+
+def _seed_pairs():
+    return [
+        Pair(("a", "b", "c"), ("x", "y"), align=((0,), (2,)), content=(True, True)),
+        Pair(("d", "e"), ("z",), align=((1,),), content=(False,)),
+    ]
+
+
+def test_seed_spread_of_identical_maps_is_zero_and_of_different_peaks_is_counted_by_hand():
+    pairs = _seed_pairs()
+    seed0 = [np.array([[0.8, 0.1, 0.1], [0.1, 0.1, 0.8]]), np.array([[0.3, 0.7]])]
+    same = explain.seed_spread([seed0, [m.copy() for m in seed0]], pairs)
+    assert same["mean_jsd"] == pytest.approx(0.0, abs=1e-12)
+    assert (same["same_top"], same["same_top_content"], same["all_top_on_gold"]) == (1.0, 1.0, 1.0)
+    assert same["aer_spread"] == 0.0 and same["seeds"] == 2 and same["tokens"] == 3
+    # seed 1 moves the first token's peak to "b" (off the gold link); the other rows are equal
+    seed1 = [np.array([[0.1, 0.8, 0.1], [0.1, 0.1, 0.8]]), np.array([[0.3, 0.7]])]
+    out = explain.seed_spread([seed0, seed1, seed0], pairs)
+    p, q = torch.tensor([0.8, 0.1, 0.1], dtype=torch.float64), torch.tensor([0.1, 0.8, 0.1], dtype=torch.float64)
+    one = float(explain.jensen_shannon(p, q))
+    # three seed pairs x three tokens; two of the seed pairs differ on one token each
+    assert out["mean_jsd"] == pytest.approx(2 * one / 9)
+    assert out["same_top"] == pytest.approx(2 / 3)  # tokens y and z agree, x does not
+    assert out["same_top_content"] == pytest.approx(1 / 2)  # z is a function word
+    assert out["all_top_on_gold"] == pytest.approx(1 / 2)
+    assert out["aer"][0] < out["aer"][1] and out["aer_spread"] > 0
+
+
+def test_seed_spread_renormalises_rows_that_lost_their_eos_column():
+    pairs = _seed_pairs()
+    full = [np.array([[0.8, 0.1, 0.1], [0.1, 0.1, 0.8]]), np.array([[0.3, 0.7]])]
+    half = [m / 2 for m in full]  # the other half of every row went to <eos>
+    assert explain.seed_spread([full, half], pairs)["mean_jsd"] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_seed_spread_rejects_bad_input():
+    pairs = _seed_pairs()
+    seed0 = [np.ones((2, 3)) / 3, np.ones((1, 2)) / 2]
+    with pytest.raises(ValueError, match="at least two seeds"):
+        explain.seed_spread([seed0], pairs)
+    with pytest.raises(ValueError, match="same length"):
+        explain.seed_spread([seed0, seed0[:1]], pairs)
+    with pytest.raises(ValueError, match=r"shape \(T, S\)"):
+        explain.seed_spread([seed0, [np.ones((3, 3)), seed0[1]]], pairs)
+    with pytest.raises(ValueError, match="gold alignments"):
+        explain.seed_spread([seed0, seed0], [Pair(("a", "b", "c"), ("x", "y")), pairs[1]])

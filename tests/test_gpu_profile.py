@@ -110,6 +110,7 @@ def rnn_params(m: dict, vs: int, vt: int) -> int:
     else:
         n += _linear(2 * H + E, vt)  # deep output from [s_t; c_t; E y_{t-1}]
     n += A if m.get("coverage") else 0
+    n += H if m.get("fertility") else 0  # u_f of the predicted fertility N sigmoid(u_f^T h_j)
     n += 8 * m["prev_conv"] + 8 * A if m.get("prev_conv") else 0  # 8 filters, then U_f
     return n + (1 if m.get("monotonic") else 0)
 
@@ -127,7 +128,12 @@ def transformer_params(m: dict, vs: int, vt: int) -> int:
     return n + (vt if m.get("tie_embeddings") else _linear(E, vt))
 
 
-EXPECTED = {"rnn": rnn_params, "transformer": transformer_params}
+def agreement_params(m: dict, vs: int, vt: int) -> int:
+    """Two Seq2SeqRNN of one size, English->X and X->English (the vocabularies swapped)."""
+    return rnn_params(m, vs, vt) + rnn_params(m, vt, vs)
+
+
+EXPECTED = {"rnn": rnn_params, "transformer": transformer_params, "agreement": agreement_params}
 
 
 def test_the_independent_counts_see_a_change_of_size(corpus_fr):

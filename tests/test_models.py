@@ -5,6 +5,8 @@ import dataclasses
 import pytest
 
 from attnlab import models
+from attnlab.agreement import AgreementConfig, AgreementPair
+from attnlab.multisource import MultiSourceConfig, MultiSourceRNN
 from attnlab.rnn import RNNConfig, Seq2SeqRNN
 from attnlab.transformer import Transformer, TransformerConfig
 from attnlab.vision import Captioner, CaptionerConfig, CNNClassifier, CNNConfig, ViT, ViTConfig
@@ -17,9 +19,12 @@ def test_families_and_their_classes():
         "captioner": (Captioner, CaptionerConfig),
         "vit": (ViT, ViTConfig),
         "cnn": (CNNClassifier, CNNConfig),
+        "agreement": (AgreementPair, AgreementConfig),
+        "multisource": (MultiSourceRNN, MultiSourceConfig),
     }
     # checkpoints store and check the vocabularies named by these fields (attnlab.checkpoint.vocab_sides)
     sides = {"rnn": {"src", "tgt"}, "transformer": {"src", "tgt"}, "captioner": {"tgt"}, "vit": set(), "cnn": set()}
+    sides |= {"agreement": {"src", "tgt"}, "multisource": {"src", "tgt"}}
     for fam in models.FAMILIES.values():
         fields = {f.name for f in dataclasses.fields(fam.config_cls)}
         assert {f"{side}_vocab_size" for side in sides[fam.name]} <= fields, fam.name
@@ -34,7 +39,7 @@ def test_build_model_from_a_dict_or_a_config():
 
 
 def test_bad_names_and_configs():
-    with pytest.raises(ValueError, match=r"unknown model family 'lstm'; known: \['captioner', 'cnn', 'rnn', 'transformer', 'vit'\]"):
+    with pytest.raises(ValueError, match=r"unknown model family 'lstm'; known: \['agreement', 'captioner', 'cnn', 'multisource', 'rnn', 'transformer', 'vit'\]"):
         models.get_family("lstm")
     with pytest.raises(TypeError, match="config of family 'transformer' must be a TransformerConfig or a dict, got RNNConfig"):
         models.build_model("transformer", RNNConfig(9, 11))

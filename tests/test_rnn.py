@@ -366,3 +366,151 @@ def test_states_and_mask_errors():
         model.decode({"states": states}, batch()[1])
     with pytest.raises(ValueError, match=r"tgt_in must be \(B=3, T\)"):
         model.decode(model.memory_from_states(states), batch()[1][:2])
+
+
+# ------------------------------------------------------------------ several sources (Zoph & Knight 2016)
+def sources_batch():
+    """Three rows of 7 states from two sources: where each source's states lie differs per row."""
+    torch.manual_seed(3)
+    states = torch.randn(3, 7, 12)
+    segments = torch.tensor([[0, 0, 0, 1, 1, 1, 1], [1, 0, 1, 0, 1, 0, 0], [0, 1, 1, 1, 1, 1, 1]])
+    mask = torch.ones(3, 7, dtype=torch.bool)
+    mask[1, 5:] = False  # row 1 keeps sources 0 at {1, 3} and 1 at {0, 2, 4}
+    mask[2, 4] = False
+    return states, mask, segments
+
+
+@pytest.mark.parametrize("attention", ["bahdanau", "luong"])
+def test_each_source_gets_its_own_distribution(attention):
+    model = make_states(attention, sources=2, score="general" if attention == "luong" else "concat")
+    states, mask, segments = sources_batch()
+    _, tgt_in = batch()
+    memory = model.memory_from_states(states, mask, segments=segments)
+    assert list(memory) == ["states", "mask", "lengths", "summary", "prepared", "segments"]
+    with torch.no_grad():
+        logits, attn = model.decode(memory, tgt_in, return_attention=True)
+    assert logits.shape == (3, 6, V_TGT) and attn.shape == (3, 6, 7)
+    assert float(attn[~mask.unsqueeze(1).expand_as(attn)].abs().sum()) == 0.0  # masked states get nothing
+    for k in range(2):
+        block = (segments == k).unsqueeze(1).to(attn.dtype)  # (B, 1, S)
+        torch.testing.assert_close((attn * block).sum(-1), torch.ones(3, 6))
+    torch.testing.assert_close(attn.sum(-1), torch.full((3, 6), 2.0))
+
+
+def test_two_sources_match_two_separate_softmaxes_written_out():
+    """Step 0 of a Bahdanau decoder over two sources, computed by hand from the model's weights."""
+    model = make_states("bahdanau", sources=2)
+    states, mask, segments = sources_batch()
+    memory = model.memory_from_states(states, mask, segments=segments)
+    y = torch.full((3,), BOS)
+    logits, _, attn = model.step(memory, model.init_state(memory), y, 0)
+    with torch.no_grad():
+        s0 = torch.tanh(model.bridge(memory["summary"]))  # (B, H)
+        scores = model.score(s0, states, memory["prepared"])  # (B, S)
+        for b in range(3):
+            contexts = []
+            for k in range(2):
+                idx = [j for j in range(7) if mask[b, j] and segments[b, j] == k]
+                w = torch.softmax(scores[b, idx], dim=0)  # this source's positions only
+                torch.testing.assert_close(attn[b, idx], w)
+                contexts.append((w.unsqueeze(1) * states[b, idx]).sum(0))
+            context = torch.tanh(model.source_combine(torch.cat(contexts)))  # (H,)
+            emb = model.tgt_emb(y[b : b + 1])[0]
+            s1 = model._cell(torch.cat([emb, context]).unsqueeze(0), s0[b : b + 1])[0]
+            want = model.out(torch.cat([s1, context, emb]))
+            torch.testing.assert_close(logits[b], want)
+
+
+def test_two_sources_train_every_weight_and_one_source_adds_none():
+    model = make_states("bahdanau", sources=2).train()
+    states, mask, segments = sources_batch()
+    _, tgt_in = batch()
+    model.decode(model.memory_from_states(states, mask, segments=segments), tgt_in).sum().backward()
+    assert not [n for n, p in model.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
+    one = {n for n, _ in make_states("bahdanau").named_parameters()}
+    assert {n for n, _ in model.named_parameters()} - one == {"source_combine.weight", "source_combine.bias"}
+    assert not any(n.startswith("source_combine") for n in one)
+
+
+def test_a_given_summary_replaces_the_mean():
+    model = make_states("bahdanau", sources=2)
+    states, mask, segments = sources_batch()
+    summary = torch.randn(3, 12)
+    memory = model.memory_from_states(states, mask, segments=segments, summary=summary)
+    assert memory["summary"] is summary
+    torch.testing.assert_close(model.init_state(memory)[0], torch.tanh(model.bridge(summary)))
+    single = make_states("bahdanau")
+    s_states, s_mask = states_batch()
+    assert single.memory_from_states(s_states, s_mask, summary=summary)["summary"] is summary
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        (dict(sources=0), "sources must be >= 1"),
+        (dict(sources=2.0), "sources must be an int"),
+        (dict(sources=2, source="tokens"), "sources=2 needs source='states'"),
+        (dict(sources=2, attention=None), "sources=2 combines plain soft attentions"),
+        (dict(sources=2, coverage=True), "sources=2 combines plain soft attentions.*coverage=True"),
+        (dict(sources=2, hard="gumbel"), "sources=2 combines plain soft attentions.*hard='gumbel'"),
+        (dict(sources=3, prev_conv=3), "sources=3 combines plain soft attentions"),
+        (dict(sources=2, monotonic=True), "sources=2 combines plain soft attentions"),
+        (dict(sources=2, attention="luong", score="general", local="m"), "sources=2 combines plain soft"),
+    ],
+)
+def test_multi_source_config_errors(kw, match):
+    base = dict(src_vocab_size=None, tgt_vocab_size=5, attention="bahdanau", source="states")
+    if kw.get("source") == "tokens":
+        base["src_vocab_size"] = 5
+    with pytest.raises((ValueError, TypeError), match=match):
+        RNNConfig(**{**base, **kw})
+
+
+def test_segments_and_summary_errors():
+    model = make_states("bahdanau", sources=2)
+    states, mask, segments = sources_batch()
+    with pytest.raises(ValueError, match=r"sources=2: memory_from_states needs segments"):
+        model.memory_from_states(states, mask)
+    with pytest.raises(ValueError, match="segments is for a model of several sources; this one has sources=1"):
+        make_states("bahdanau").memory_from_states(states, mask, segments=segments)
+    with pytest.raises(TypeError, match=r"segments must hold integer source indices in \[0, 2\), got dtype"):
+        model.memory_from_states(states, mask, segments=segments.float())
+    with pytest.raises(TypeError, match="segments must hold integer source indices"):
+        model.memory_from_states(states, mask, segments=segments.bool())
+    with pytest.raises(ValueError, match=r"segments must be \(B, S\), got shape \(7,\)"):
+        model.memory_from_states(states, mask, segments=segments[0])
+    with pytest.raises(ValueError, match=r"segments must be \(B, S\) = \(3, 7\) on cpu .*got shape \(3, 6\)"):
+        model.memory_from_states(states, mask, segments=segments[:, :6])
+    with pytest.raises(ValueError, match=r"segments must be \(B, S\) = \(3, 7\) on cpu .*on meta"):
+        model.memory_from_states(states, mask, segments=segments.to("meta"))
+    with pytest.raises(ValueError, match=r"segments holds source index 2, outside \[0, sources=2\)"):
+        model.memory_from_states(states, mask, segments=segments + 1)
+    with pytest.raises(ValueError, match=r"segments holds source index -1"):
+        model.memory_from_states(states, mask, segments=segments - 1)
+    hidden = mask.clone()
+    hidden[1, [0, 2, 4]] = False  # row 1 keeps no state of source 1
+    with pytest.raises(ValueError, match="segments row 1 has no True mask position of source 1"):
+        model.memory_from_states(states, hidden, segments=segments)
+    no_first = segments.clone()
+    no_first[2, 0] = 1  # row 2 is all source 1
+    with pytest.raises(ValueError, match="segments row 2 has no True mask position of source 0"):
+        model.memory_from_states(states, mask, segments=no_first)
+    with pytest.raises(ValueError, match=r"summary must be \(B, H\) = \(3, 12\) on cpu .*got shape \(3, 11\)"):
+        model.memory_from_states(states, mask, segments=segments, summary=torch.zeros(3, 11))
+    with pytest.raises(ValueError, match=r"summary must be \(B, H\), got shape \(12,\)"):
+        model.memory_from_states(states, mask, segments=segments, summary=torch.zeros(12))
+    with pytest.raises(TypeError, match="summary must be a floating-point tensor"):
+        model.memory_from_states(states, mask, segments=segments, summary=torch.zeros(3, 12, dtype=torch.long))
+    with pytest.raises(TypeError, match="summary has dtype torch.float64 but the states are torch.float32"):
+        model.memory_from_states(states, mask, segments=segments, summary=torch.zeros(3, 12, dtype=torch.float64))
+    memory = model.memory_from_states(states, mask, segments=segments)
+    _, tgt_in = batch()
+    del memory["segments"]
+    with pytest.raises(TypeError, match=r"memory must be the dict .*'segments'\]"):
+        model.decode(memory, tgt_in)
+    with pytest.raises(TypeError, match=r"memory must be the dict .*'segments'\]"):
+        model.step(memory, model.init_state(memory), tgt_in[:, 0], 0)
+    with pytest.raises(ValueError, match="a bare src tensor does not say which source"):
+        model.encode(states)
+    with pytest.raises(ValueError, match="a bare src tensor does not say which source"):
+        model.check_source(states)

@@ -297,3 +297,100 @@ def test_smoothed_loss_floor_is_the_loss_of_the_smoothed_target_itself():
         smoothed_loss_floor(1, 0.1)
     with pytest.raises(ValueError, match=r"label_smoothing must be in \[0, 1\)"):
         smoothed_loss_floor(7, 1.0)
+
+
+def test_gumbel_annealing_lowers_the_temperature_step_by_step_in_a_fit():
+    """fit_budget adds GumbelAnnealing for a model with temperature_final: over a 4-step budget the
+    batches train at tau_0 exp(-r k), from the config's temperature down to temperature_final."""
+    from fastai.callback.core import Callback
+
+    from attnlab.loaders import make_dataloaders
+    from attnlab.rnn import RNNConfig, Seq2SeqRNN
+    from attnlab.train import GumbelAnnealing, fit_budget, set_seed
+    from attnlab.vocab import build_vocabs
+
+    from .conftest import copy_task_splits
+
+    class Seen(Callback):
+        order = 60  # after GumbelAnnealing (52) set the temperature
+
+        def before_fit(self):
+            self.taus = []
+
+        def before_batch(self):
+            if self.training:
+                self.taus.append(self.learn.model.temperature)
+
+    set_seed(0)
+    splits = copy_task_splits(n_train=256)
+    src_vocab, tgt_vocab = build_vocabs(splits)
+    dls = make_dataloaders(splits, src_vocab, tgt_vocab, bs=64)
+    runs = {}
+    for final in (0.2, None):
+        cfg = RNNConfig(len(src_vocab), len(tgt_vocab), emb_dim=8, hid_dim=16, attention="bahdanau", hard="gumbel")
+        if final is not None:
+            cfg = RNNConfig(**{**cfg.__dict__, "temperature_final": final})
+        seen = Seen()
+        learn, stats = fit_budget(Seq2SeqRNN(cfg), dls, steps=4, progress=False, cbs=[seen])
+        runs[final] = (seen.taus, [type(cb) for cb in learn.cbs])
+    taus, kinds = runs[0.2]
+    assert taus == pytest.approx([1.0, 0.2 ** (1 / 3), 0.2 ** (2 / 3), 0.2]) and GumbelAnnealing in kinds
+    taus, kinds = runs[None]
+    assert taus == [1.0] * 4 and GumbelAnnealing not in kinds
+
+
+def test_gumbel_annealing_follows_a_time_budget_by_its_share():
+    from attnlab.rnn import RNNConfig, Seq2SeqRNN
+    from attnlab.train import GumbelAnnealing
+
+    model = Seq2SeqRNN(
+        RNNConfig(5, 5, emb_dim=4, hid_dim=4, attention="bahdanau", hard="gumbel", temperature_final=0.25)
+    )
+    clock = FakeClock()
+    budget = Budget(10.0, clock=clock)
+    cb = GumbelAnnealing(budget)
+    cb.learn = budget.learn = SimpleNamespace(model=model, training=True, pct_train=0.0)
+    budget.before_fit()
+    budget.before_train()
+    clock.now += 5.0
+    cb.before_batch()
+    assert model.temperature == pytest.approx(0.5)  # half the time: the geometric mean of 1 and 0.25
+
+
+def test_target_count_counts_tokens_but_every_class_label():
+    from attnlab.train import target_count
+
+    assert target_count(torch.tensor([[5, 6, PAD], [7, PAD, PAD]])) == 3
+    assert target_count(torch.tensor([0, 3, 0, 1])) == 4  # class 0 is a label, not padding
+
+
+def test_fit_budget_takes_another_loss_and_metrics_and_refuses_a_smoothing_it_would_ignore():
+    """A classifier trained by fit_budget with its own loss: the loss and metrics are the learner's,
+    every image counts as a target, and the validation loss is weighted per image."""
+    from fastai.data.core import DataLoaders
+    from fastai.data.load import DataLoader
+
+    from attnlab.train import fit_budget, set_seed
+
+    set_seed(0)
+    x = torch.randn(64, 5)
+    y = torch.randint(0, 3, (64,))  # class 0 among them
+    train = DataLoader(list(zip(x, y, strict=True)), bs=16, shuffle=True)
+    valid = DataLoader(list(zip(x[:20], y[:20], strict=True)), bs=8)  # 8 + 8 + 4: unequal batches
+    dls = DataLoaders(train, valid)
+    model = torch.nn.Linear(5, 3)
+    ce = torch.nn.CrossEntropyLoss()
+
+    def right(out, target):
+        return (out.argmax(-1) == target).float().mean()
+
+    learn, stats = fit_budget(model, dls, steps=4, progress=False, loss_func=ce, metrics=[right], loss_every=4)
+    assert learn.loss_func is ce and [m.name for m in learn.metrics] == ["right"]
+    assert stats.steps == 4 and stats.tokens == 4 * 16
+    with torch.no_grad():
+        want = float(ce(model(x[:20]), y[:20]))  # the mean over the 20 examples
+    assert stats.loss_curve[-1]["valid_loss"] == pytest.approx(want, abs=1e-4)
+    with pytest.raises(ValueError, match="label_smoothing=0.1 configures the default loss"):
+        fit_budget(model, dls, steps=1, progress=False, loss_func=ce, label_smoothing=0.1)
+    with pytest.raises(TypeError, match="loss_func must be callable"):
+        fit_budget(model, dls, steps=1, progress=False, loss_func="cross-entropy")

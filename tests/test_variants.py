@@ -24,6 +24,9 @@ VARIANTS = {
     "location_aware": dict(prev_conv=3),
     "monotonic": dict(monotonic=True),
     "gumbel": dict(hard="gumbel", temperature=0.5),
+    "gumbel_annealed": dict(hard="gumbel", temperature=1.0, temperature_final=0.5),
+    "fertility": dict(coverage=True, fertility=2, coverage_loss=1.0),
+    "reinforce": dict(hard="reinforce", entropy_bonus=0.01),
 }
 
 
@@ -270,8 +273,11 @@ def test_default_config_has_every_variant_off_and_old_configs_load():
         0.0,
         0.0,
     )
-    names = {k for k in tiny().state_dict()}
-    assert not any(k.startswith(("coverage_proj", "prev_", "monotonic")) for k in names)
+    assert (c.sources, c.fertility, c.entropy_bonus, c.temperature_final) == (1, 0, 0.0, None)
+    model = tiny()
+    names = {k for k in model.state_dict()}
+    assert not any(k.startswith(("coverage_proj", "prev_", "monotonic", "source_combine", "fertility")) for k in names)
+    assert not list(model.buffers())  # no reward baseline either
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))
@@ -283,7 +289,8 @@ def test_each_variant_trains_decodes_and_round_trips_through_a_checkpoint(name, 
     assert float(attn.detach()[1, :, 3:].abs().sum()) == 0.0  # padding never attended
     loss = logits.logsumexp(-1).mean() + (model.aux_loss if model.aux_loss is not None else 0.0)
     loss.backward()
-    assert all(p.grad is not None for n, p in model.named_parameters() if n.startswith(("score", "coverage", "prev_")))
+    trained = ("score", "coverage", "prev_", "fertility")
+    assert all(p.grad is not None for n, p in model.named_parameters() if n.startswith(trained))
     if VARIANTS[name].get("coverage_loss") or VARIANTS[name].get("align_loss"):
         assert model.aux_loss is not None and float(model.aux_loss.detach()) > 0
     model.eval()
@@ -337,8 +344,20 @@ def test_monotonic_model_trains_with_the_expectation_and_decodes_hard():
         (dict(align_loss=-0.1), r"align_loss must be >= 0"),
         (dict(coverage_loss=-1.0), r"coverage_loss must be >= 0"),
         (dict(hard="gumbel", temperature=0.0), r"temperature must be > 0"),
+        (dict(fertility=2), r"fertility=2 divides the coverage update: it needs coverage=True"),
+        (dict(coverage=True, fertility=-1), r"fertility must be >= 0, got -1"),
+        (dict(coverage=True, fertility=1.5), r"fertility must be an int"),
+        (dict(entropy_bonus=0.1), r"entropy_bonus .* needs hard='reinforce', got None"),
+        (dict(hard="reinforce", entropy_bonus=-0.1), r"entropy_bonus must be >= 0"),
+        (dict(reinforce_mix=0.5), r"reinforce_mix .* needs hard='reinforce', got None"),
+        (dict(hard="reinforce", reinforce_mix=1.0), r"reinforce_mix must be in \[0, 1\), got"),
+        (dict(hard="reinforce", reinforce_mix=-0.1), r"reinforce_mix must be in \[0, 1\), got"),
+        (dict(temperature_final=0.5), r"temperature_final .* needs hard='gumbel', got None"),
+        (dict(hard="reinforce", temperature_final=0.5), r"needs hard='gumbel', got 'reinforce'"),
+        (dict(hard="gumbel", temperature_final=0.0), r"temperature_final must be > 0"),
+        (dict(hard="gumbel", temperature=0.5, temperature_final=0.8), r"temperature_final must be <= temperature"),
         (dict(temperature=-2.0), r"temperature must be > 0"),
-        (dict(hard="reinforce"), r"hard='reinforce'; expected None or 'gumbel'"),
+        (dict(hard="sampled"), r"hard='sampled'; expected one of \(None, 'gumbel', 'reinforce'\)"),
         (dict(prev_conv=4), r"prev_conv must be odd"),
         (dict(coverage=True, score="dot"), r"set score='concat'"),
         (dict(monotonic=True, hard="gumbel"), r"choose one"),
@@ -519,8 +538,9 @@ def test_uniform_attention_refuses_models_it_would_break(kw):
     with pytest.raises(ValueError, match="plain global soft attention"), variants.uniform_attention(tiny(**kw)):
         pass
     cfg = RNNConfig(src_vocab_size=12, tgt_vocab_size=11, emb_dim=6, hid_dim=8)
-    with pytest.raises(ValueError, match="needs a Seq2SeqRNN with attention"), variants.uniform_attention(
-        Seq2SeqRNN(cfg)
+    with (
+        pytest.raises(ValueError, match="needs a Seq2SeqRNN with attention"),
+        variants.uniform_attention(Seq2SeqRNN(cfg)),
     ):
         pass
 
@@ -557,10 +577,280 @@ def test_the_reinforce_baseline_lowers_the_variance_here_and_can_be_switched_off
     var = {}
     for flag in (False, True):
         draws = variants.hard_attention_gradients(
-            scores, values, target, estimator="reinforce", samples=2000, baseline=flag,
+            scores,
+            values,
+            target,
+            estimator="reinforce",
+            samples=2000,
+            baseline=flag,
             generator=torch.Generator().manual_seed(4),
         )
         var[flag] = float(draws.var(0).mean())
     assert var[True] < var[False]
     with pytest.raises(TypeError, match="baseline must be a bool"):
         variants.hard_attention_gradients(scores, values, target, estimator="reinforce", baseline=1)
+
+
+# ----------------------------------------------------------------- fertility (Tu et al. 2016)
+def test_fertility_is_predicted_once_per_word_and_divides_the_coverage_update():
+    model = tiny(coverage=True, fertility=3).eval()
+    memory = model.encode(SRC)
+    u = model.fertility_proj.weight[0]  # (H,)
+    phi = model.predicted_fertility(memory)
+    assert phi.shape == (2, 5) and memory["fertility"] is phi
+    for b in range(2):
+        for j in range(5):
+            want = 3 * torch.sigmoid(torch.dot(u, memory["states"][b, j]))
+            torch.testing.assert_close(phi[b, j], want)
+    state = model.init_state(memory)
+    y = torch.tensor([1, 1])
+    covered = torch.zeros(2, 5)
+    with torch.no_grad():
+        for t in range(3):
+            _, state, attn = model.step(memory, state, y, t)
+            covered = covered + attn / phi
+            torch.testing.assert_close(state[1], covered)
+    plain = tiny(coverage=True).eval()
+    _, (s, cov), attn = plain.step(plain.encode(SRC), plain.init_state(plain.encode(SRC)), y, 0)
+    assert torch.equal(cov, attn)  # without fertility the coverage is the plain sum, unchanged
+
+
+def test_predicted_fertility_refuses_a_model_without_it_and_a_memory_without_it():
+    with pytest.raises(ValueError, match="predicted_fertility needs a model with config.fertility > 0"):
+        tiny(coverage=True).predicted_fertility(tiny(coverage=True).encode(SRC))
+    model = tiny(coverage=True, fertility=2)
+    with pytest.raises(TypeError, match=r"memory must be the dict .*\(with 'fertility'\), got \['lengths'"):
+        model.predicted_fertility({k: v for k, v in model.encode(SRC).items() if k != "fertility"})
+    memory = model.encode(SRC)
+    del memory["fertility"]
+    with pytest.raises(TypeError, match=r"memory must be the dict .*'fertility'\]"):
+        model.decode(memory, TGT_IN)
+
+
+# ----------------------------------------------------------------- REINFORCE hard attention
+def test_reinforce_sample_is_one_hot_and_keeps_the_log_probability_and_entropy():
+    g = torch.Generator().manual_seed(0)
+    scores = torch.randn(4, 6, generator=g, requires_grad=True)
+    mask = torch.ones(4, 6, dtype=torch.bool)
+    mask[1, 3:] = False
+    weights, log_prob, entropy = variants.reinforce_sample(scores, mask, generator=torch.Generator().manual_seed(3))
+    assert not weights.requires_grad and set(weights.unique().tolist()) == {0.0, 1.0}
+    assert torch.equal(weights.sum(-1), torch.ones(4))
+    picked = weights.argmax(-1)
+    for b in range(4):
+        idx = [j for j in range(6) if mask[b, j]]
+        logp = torch.log_softmax(scores[b, idx].detach(), 0)
+        torch.testing.assert_close(log_prob[b].detach(), logp[idx.index(int(picked[b]))])
+        torch.testing.assert_close(entropy[b].detach(), -(logp.exp() * logp).sum())
+    log_prob.sum().backward(retain_graph=True)  # the gradient of log p(a) reaches the scores ...
+    assert scores.grad.abs().sum() > 0 and float(scores.grad[1, 3:].abs().sum()) == 0.0
+    (grad,) = torch.autograd.grad(entropy.sum(), scores)  # ... and so does the entropy's, finite off the mask
+    assert torch.isfinite(grad).all() and float(grad[1, 3:].abs().sum()) == 0.0
+    # ... the same generator gives the same draw, and masked positions are never drawn
+    again, _, _ = variants.reinforce_sample(scores, mask, generator=torch.Generator().manual_seed(3))
+    assert torch.equal(again, weights)
+    many = sum(variants.reinforce_sample(scores, mask)[0] for _ in range(300))
+    assert float(many[1, 3:].sum()) == 0.0 and float(many[1, :3].sum()) == 300.0
+
+
+def test_reinforce_sample_refuses_a_bad_mask():
+    with pytest.raises(ValueError, match=r"mask must be a bool \(B, S\) = \(2, 3\) tensor"):
+        variants.reinforce_sample(torch.zeros(2, 3), torch.ones(2, 3))
+    with pytest.raises(ValueError, match="mask has a row without True"):
+        variants.reinforce_sample(torch.zeros(2, 3), torch.tensor([[True, False, False], [False] * 3]))
+
+
+def test_next_tokens_and_sentence_log_likelihood_by_hand():
+    tgt_in = torch.tensor([[1, 4, 5, 6], [1, 7, 0, 0], [1, 0, 0, 0]])
+    assert variants.next_tokens(tgt_in).tolist() == [[4, 5, 6, 2], [7, 2, 0, 0], [2, 0, 0, 0]]
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(3, 4, 9, generator=g)
+    targets = variants.next_tokens(tgt_in)
+    r = variants.sentence_log_likelihood(logits, targets)
+    for b in range(3):
+        lp = [float(torch.log_softmax(logits[b, t], 0)[targets[b, t]]) for t in range(4) if targets[b, t] != 0]
+        assert float(r[b]) == pytest.approx(sum(lp) / len(lp), abs=1e-6)
+    with pytest.raises(ValueError, match="targets has a row without a real token"):
+        variants.sentence_log_likelihood(logits, torch.zeros(3, 4, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"targets must be \(B, T\) = \(3, 4\)"):
+        variants.sentence_log_likelihood(logits, targets[:, :3])
+
+
+def test_reinforce_surrogate_by_hand():
+    log_probs = torch.tensor([[-0.5, -1.0, -2.0], [-0.1, -3.0, -9.0]], requires_grad=True)
+    keep = torch.tensor([[True, True, True], [True, True, False]])
+    reward = torch.tensor([-1.0, -2.0], requires_grad=True)
+    entropy = torch.tensor([[1.0, 0.5, 0.2], [0.3, 0.1, 7.0]])
+    b = -1.2
+    want = -((-1.0 - b) * (-3.5) + (-2.0 - b) * (-3.1)) / 2
+    got = variants.reinforce_surrogate(log_probs, keep, reward, b)
+    assert float(got.detach()) == pytest.approx(want)
+    bonus = variants.reinforce_surrogate(log_probs, keep, reward, torch.tensor(b), entropy=entropy, entropy_bonus=0.1)
+    assert float(bonus.detach()) == pytest.approx(want - 0.1 * (1.0 + 0.5 + 0.2 + 0.3 + 0.1) / 5)
+    bonus.backward()
+    assert reward.grad is None  # the advantage is a constant
+    torch.testing.assert_close(log_probs.grad, -torch.tensor([[0.2, 0.2, 0.2], [-0.8, -0.8, 0.0]]) / 2)
+    with pytest.raises(ValueError, match="entropy_bonus > 0 needs the"):
+        variants.reinforce_surrogate(log_probs, keep, reward, b, entropy_bonus=0.1)
+    with pytest.raises(ValueError, match=r"keep must be a bool \(B, T\) = \(2, 3\)"):
+        variants.reinforce_surrogate(log_probs, keep.float(), reward, b)
+    with pytest.raises(ValueError, match=r"reward must be \(B=2,\)"):
+        variants.reinforce_surrogate(log_probs, keep, reward[:1], b)
+
+
+def _reinforce_reference(model, attn):
+    """The Bahdanau decoder written out with the positions the model sampled (``attn``'s one-hots):
+    per step the log-probability and entropy of the choice, and the logits."""
+    memory = model.encode(SRC)
+    states, mask = memory["states"], memory["mask"]
+    s = torch.tanh(model.bridge(memory["summary"]))  # (B, H)
+    picks = attn.argmax(-1)  # (B, T)
+    log_probs, entropies, pres = [], [], []
+    for t in range(TGT_IN.size(1)):
+        scores = model.score(s, states, memory["prepared"]).masked_fill(~mask, float("-inf"))  # (B, S)
+        logp = torch.log_softmax(scores, -1)
+        log_probs.append(logp.gather(1, picks[:, t : t + 1]).squeeze(1))
+        entropies.append(-(logp.exp() * logp.masked_fill(~mask, 0.0)).sum(-1))
+        context = states[torch.arange(2), picks[:, t]]  # (B, H): the state of the sampled position
+        emb = model.tgt_emb(TGT_IN[:, t])
+        s = model._cell(torch.cat([emb, context], -1), s)
+        pres.append(torch.cat([s, context, emb], -1))
+    logits = model.out(torch.stack(pres, 1))
+    return torch.stack(log_probs, 1), torch.stack(entropies, 1), logits
+
+
+def test_reinforce_training_matches_the_estimator_written_out_and_moves_the_baseline():
+    """aux_loss has the gradient of -(r - b) sum_t log p(a_t) - lambda H (mean over the batch, the real
+    steps), and the value of the entropy term alone: the policy-gradient value says nothing."""
+    model = tiny(hard="reinforce", entropy_bonus=0.1).train()
+    assert torch.isnan(model.reward_baseline) and "reward_baseline" not in model.state_dict()
+    params = [p for n, p in model.named_parameters() if n.startswith("score")]
+    keep = TGT_IN != 0
+    targets = torch.tensor([[4, 5, 6, 2], [7, 2, 0, 0]])  # tgt_in shifted, <eos> after the last token
+    baseline = None
+    for call in range(2):
+        torch.manual_seed(10 + call)
+        logits, attn = model(SRC, TGT_IN, return_attention=True)
+        assert set(attn.unique().tolist()) == {0.0, 1.0} and not attn.requires_grad
+        log_probs, entropy, ref_logits = _reinforce_reference(model, attn)
+        torch.testing.assert_close(logits, ref_logits)
+        logp = torch.log_softmax(ref_logits.detach(), -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        reward = (logp * keep).sum(1) / keep.sum(1)  # (B,) mean gold-token log-likelihood
+        b = reward.mean() if baseline is None else baseline  # the first batch is its own baseline
+        entropy_term = -0.1 * (entropy * keep).sum() / keep.sum()
+        want = -((reward - b) * (log_probs * keep).sum(1)).mean() + entropy_term
+        torch.testing.assert_close(model.aux_loss, entropy_term)
+        got_grads = torch.autograd.grad(model.aux_loss, params)
+        want_grads = torch.autograd.grad(want, params)
+        for got, wanted in zip(got_grads, want_grads, strict=True):
+            torch.testing.assert_close(got, wanted)
+        assert any(g.abs().sum() > 0 for g in got_grads)
+        baseline = 0.9 * b + 0.1 * reward.mean()
+        torch.testing.assert_close(model.reward_baseline, baseline)
+    plain = tiny(hard="reinforce").train()
+    plain(SRC, TGT_IN)
+    assert float(plain.aux_loss.detach()) == 0.0 and plain.aux_loss.requires_grad
+
+
+def test_reinforce_mix_reads_soft_contexts_on_some_steps_and_leaves_them_out_of_the_surrogate():
+    """Xu et al.'s trick: a mixed step's weights are the softmax (with its gradient), a sampled step's a
+    one-hot; the surrogate sums the log-probabilities of the sampled steps only."""
+    model = tiny(hard="reinforce", reinforce_mix=0.5).train()
+    seen = []
+    original = model._special_weights
+
+    def spy(scores, mask, prev):  # record each step's softmax and the model's (log_prob, entropy, sampled)
+        out = original(scores, mask, prev)
+        seen.append((torch.softmax(scores.masked_fill(~mask, float("-inf")), -1), *model._policy[-1]))
+        return out
+
+    model._special_weights = spy
+    torch.manual_seed(3)
+    logits, attn = model(SRC, TGT_IN, return_attention=True)
+    soft = torch.stack([w for w, _, _, _ in seen], 1)  # (B, T, S)
+    log_probs = torch.stack([lp for _, lp, _, _ in seen], 1)  # (B, T)
+    sampled = torch.stack([s for _, _, _, s in seen], 1)  # (B, T)
+    keep = TGT_IN != 0
+    assert (keep & sampled).any() and (keep & ~sampled).any()  # both kinds happen at p = 0.5 (seeded)
+    torch.testing.assert_close(attn[~sampled], soft[~sampled])  # mixed steps: the expected context's weights
+    hard_rows = attn[sampled]
+    assert set(hard_rows.unique().tolist()) == {0.0, 1.0} and (hard_rows.sum(-1) == 1).all()
+    assert attn.requires_grad  # the soft steps carry the scores' gradient
+    targets = torch.tensor([[4, 5, 6, 2], [7, 2, 0, 0]])
+    logp = torch.log_softmax(logits.detach(), -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    reward = (logp * keep).sum(1) / keep.sum(1)  # (B,)
+    want = -((reward - reward.mean()) * (log_probs * (keep & sampled)).sum(1)).mean()
+    params = [p for n, p in model.named_parameters() if n.startswith("score")]
+    got_grads = torch.autograd.grad(model.aux_loss, params, retain_graph=True)
+    want_grads = torch.autograd.grad(want, params)
+    for got, wanted in zip(got_grads, want_grads, strict=True):
+        torch.testing.assert_close(got, wanted)
+    plain = tiny(hard="reinforce").train()  # without the mix every step samples (and draws no extra numbers)
+    torch.manual_seed(3)
+    _, again = plain(SRC, TGT_IN, return_attention=True)
+    assert set(again.unique().tolist()) == {0.0, 1.0}
+
+
+def test_reinforce_gradients_reach_the_scores_only_through_the_surrogate():
+    model = tiny(hard="reinforce").train()
+    torch.manual_seed(0)
+    logits = model(SRC, TGT_IN)
+    score_params = [p for n, p in model.named_parameters() if n.startswith("score")]
+    assert score_params
+    logits.logsumexp(-1).mean().backward(retain_graph=True)  # any loss of the outputs
+    assert all(p.grad is None for p in score_params)
+    assert model.decoder.weight_ih_l0.grad is not None
+    model.aux_loss.backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in score_params)
+
+
+def test_reinforce_eval_takes_the_argmax_and_leaves_no_loss():
+    model = tiny(hard="reinforce").eval()
+    with torch.no_grad():
+        _, attn = model(SRC, TGT_IN, return_attention=True)
+        _, again = model(SRC, TGT_IN, return_attention=True)
+    assert torch.equal(attn, again) and set(attn.unique().tolist()) == {0.0, 1.0}
+    assert model.aux_loss is None and torch.isnan(model.reward_baseline)  # eval leaves the baseline alone
+    memory = model.encode(SRC)
+    state = model.init_state(memory)
+    scores = model.score(state[0], memory["states"], memory["prepared"]).masked_fill(~memory["mask"], float("-inf"))
+    assert torch.equal(attn[:, 0].argmax(-1), scores.argmax(-1))
+    model.train()
+    _, state, _ = model.step(memory, state, TGT_IN[:, 0], 0)  # sampling outside decode records nothing
+    assert model._policy is None
+
+
+# ----------------------------------------------------------------- Gumbel temperature annealing
+def test_annealed_temperature_starts_ends_and_is_geometric_in_between():
+    assert variants.annealed_temperature(0, 101, start=1.0, final=0.25) == pytest.approx(1.0)
+    assert variants.annealed_temperature(50, 101, start=1.0, final=0.25) == pytest.approx(0.5)
+    assert variants.annealed_temperature(100, 101, start=1.0, final=0.25) == pytest.approx(0.25)
+    assert variants.annealed_temperature(150, 101, start=1.0, final=0.25) == 0.25  # clamped at the floor
+    taus = [variants.annealed_temperature(k, 11, start=2.0, final=0.5) for k in range(11)]
+    ratios = [b / a for a, b in itertools.pairwise(taus)]
+    assert ratios == pytest.approx([0.25**0.1] * 10)  # tau_0 exp(-r k): one factor per step
+    assert variants.annealed_temperature(0.5, 2, start=1.0, final=0.25) == pytest.approx(0.5)  # a time share
+    assert variants.annealed_temperature(0, 1, start=1.0, final=0.5) == 1.0
+    with pytest.raises(ValueError, match="final must be <= start"):
+        variants.annealed_temperature(0, 10, start=0.5, final=1.0)
+    with pytest.raises(ValueError, match="step must be >= 0"):
+        variants.annealed_temperature(-1, 10, start=1.0, final=0.5)
+    with pytest.raises(ValueError, match="total must be >= 1"):
+        variants.annealed_temperature(0, 0, start=1.0, final=0.5)
+
+
+def test_the_model_reads_its_temperature_from_the_attribute_and_checkpoints_ignore_it(tmp_path):
+    model = tiny(hard="gumbel", temperature=1.0, temperature_final=0.2).train()
+    assert model.temperature == 1.0
+    outs = {}
+    for tau in (1.0, 0.2):
+        model.temperature = tau
+        torch.manual_seed(0)
+        logits = model(SRC, TGT_IN)
+        (grad,) = torch.autograd.grad(logits.sum(), model.score.v.weight)
+        outs[tau] = grad
+    assert not torch.allclose(outs[1.0], outs[0.2])  # the straight-through gradient follows the temperature
+    src_vocab, tgt_vocab = _toy_vocabs()
+    save_checkpoint(model, tmp_path / "m", src_vocab=src_vocab, tgt_vocab=tgt_vocab)
+    loaded, _ = load_checkpoint(tmp_path / "m")
+    assert loaded.temperature == 1.0 and set(loaded.state_dict()) == set(tiny(hard="gumbel").state_dict())

@@ -368,3 +368,20 @@ def test_shipped_model_reproduces_its_results_and_meets_the_targets(name):
                 assert got["attention_on_object"][k]["peak"] == pytest.approx(
                     r["attention_on_object"][k]["peak"], abs=2e-3
                 )
+
+
+def test_fit_classifier_trains_through_fit_budget_and_counts_every_image(data_dir):
+    """One training loop for text and images: fit_classifier is fit_budget with the cross-entropy of
+    class logits and accuracy, and every image counts -- class 0 is a class, not <pad>."""
+    from fastai.metrics import accuracy
+
+    data = small_data("cnn_scenes")
+    assert bool((data.train.labels == PAD).any())  # some labels are 0, which a token count would skip
+    dls = vx.classification_dataloaders(data, bs=8, seed=0, device="cpu")
+    model = vx.build_model(vx.preset("cnn_scenes", "cpu"), len(data.train.label_names))
+    learn, stats = vx.fit_classifier(model, dls, steps=3, progress=False, label_smoothing=0.1, loss_every=3)
+    assert stats.steps == 3 and stats.tokens == 3 * 8
+    assert isinstance(learn.loss_func, nn.CrossEntropyLoss) and learn.loss_func.label_smoothing == 0.1
+    assert [m.name for m in learn.metrics] == [accuracy.__name__]
+    with pytest.raises(ValueError, match=r"label_smoothing must be in \[0, 1\)"):
+        vx.fit_classifier(model, dls, steps=1, progress=False, label_smoothing=1.5)

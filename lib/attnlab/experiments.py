@@ -325,8 +325,49 @@ for _name, _desc, _model in (
     ("bahdanau_location_aware", "location-aware attention (convolution of width 5)", dict(prev_conv=5)),
     ("bahdanau_monotonic", "monotonic attention (Raffel et al. 2017)", dict(monotonic=True)),
     ("bahdanau_gumbel", "hard attention, straight-through Gumbel-softmax (tau = 1)", dict(hard="gumbel")),
+    # N = 2 as in Tu et al. (2016): Phi_j starts near 1 (sigmoid(u_f^T h_j) ~ 1/2 at initialisation), the gold
+    # fertility of 94% of the English words of the French corpus, and (0, 2) holds all but the 1% of fertility 3.
+    (
+        "bahdanau_fertility",
+        "coverage with predicted fertility (N = 2) + coverage loss (weight 1)",
+        dict(coverage=True, fertility=2, coverage_loss=1.0),
+    ),
+    # Tu et al. train the fertility model without See et al.'s loss; with it, bahdanau_fertility shrank Phi.
+    (
+        "bahdanau_fertility_noloss",
+        "coverage with predicted fertility (N = 2), no coverage loss (as Tu et al.)",
+        dict(coverage=True, fertility=2),
+    ),
+    ("bahdanau_reinforce", "hard attention trained with REINFORCE (moving-average baseline)", dict(hard="reinforce")),
+    (
+        "bahdanau_reinforce_mixed",
+        "hard attention, REINFORCE with half the steps reading the expected context (Xu et al.)",
+        dict(hard="reinforce", reinforce_mix=0.5),
+    ),
+    # Jang et al. (2017) anneal down to tau = 0.5; below it the straight-through gradient grows noisy.
+    (
+        "bahdanau_gumbel_annealed",
+        "hard attention, straight-through Gumbel-softmax annealed from tau = 1 to 0.5",
+        dict(hard="gumbel", temperature=1.0, temperature_final=0.5),
+    ),
 ):
     _rnn_variant(_name, f"GRU + Bahdanau, {_desc}", _model)
+
+
+# --- Agreement-trained attention (lesson 07, Cohn et al. 2016) ---
+# English->X and X->English trained together; lambda weights 1 - the mean round-trip probability
+# Tr(A_f A_b) / T. lambda = 0: two independent models side by side (each step runs both: ~2x a step).
+for _name, _lam in (("agreement_0", 0.0), ("agreement", 1.0)):
+    EXPERIMENTS[_name] = {
+        profile: dataclasses.replace(
+            base,
+            name=_name,
+            family="agreement",
+            description=f"GRU + Bahdanau, both directions trained together, agreement weight lambda = {_lam:g}",
+            model={**base.model, "agreement": _lam, "backward_label_smoothing": base.label_smoothing},
+        )
+        for profile, base in EXPERIMENTS["bahdanau"].items()
+    }
 
 
 def preset(name: str, profile: str | None = None) -> Experiment:
@@ -482,6 +523,9 @@ def run(
             res = data.evaluate(model)
         else:
             res = evaluate_model(model, splits.test, src_vocab, tgt_vocab, target=pair)
+            extra = getattr(model, "extra_metrics", None)  # e.g. an agreement pair's X->English direction
+            if extra is not None:
+                res.update(extra(splits.test, src_vocab, tgt_vocab))
         if snapshots is not None:
             res["learning_curve"] = _learning_curve(model, snapshots, res, splits.test, src_vocab, tgt_vocab, pair)
     if produced_by is None:

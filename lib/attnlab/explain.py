@@ -23,6 +23,12 @@ that shows how little a given attention map may mean:
   runs the search; :func:`adversarial_summary` scores it against the gold links. Wiegreffe & Pinter
   (2019), "Attention is not not Explanation", point out that such per-example weights are not
   produced by any trained model; the lesson states that caveat beside the numbers.
+* **Variance across seeds** -- Jain & Wallace's third question: do models that differ only in their
+  random seed attend alike? :func:`seed_spread` compares the attention maps of several seeds of one
+  preset on the same sentences: the Jensen-Shannon divergence between every two seeds' rows, how
+  often all seeds put their peak on the same source word, and each seed's AER. Where the score can
+  see the words, seeds agree; where it cannot (lesson 03's ``location`` score), what the data does
+  not pin down varies from seed to seed.
 
 The adversarial search optimises teacher-forced, all steps of a sentence at once: step ``t``'s output
 depends on the replaced weights of steps ``<= t`` through the decoder state, so the constraint is
@@ -68,6 +74,7 @@ __all__ = [
     "AdversarialAttention",
     "adversarial_attention",
     "adversarial_summary",
+    "seed_spread",
 ]
 
 
@@ -559,4 +566,67 @@ def adversarial_summary(found: AdversarialAttention, pairs: Sequence[Pair]) -> d
         "aer_adversarial": round(alignment_error_rate(words_adv, pairs), 4),
         "epsilon": found.epsilon,
         "away_from": found.away_from,
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# variance across seeds
+# ----------------------------------------------------------------------------------------------
+
+
+def _row_distributions(a: np.ndarray) -> torch.Tensor:
+    """``(T, S)`` weights -> rows renormalised over the source words (the ``<eos>`` column is gone)."""
+    rows = torch.as_tensor(np.asarray(a, dtype=np.float64))  # (T, S)
+    return rows / rows.sum(-1, keepdim=True).clamp_min(1e-30)  # (T, S)
+
+
+def seed_spread(maps_by_seed: Sequence[Sequence[np.ndarray]], pairs: Sequence[Pair]) -> dict:
+    """How much the attention of models that differ only in their seed differs, on the same sentences.
+
+    Args:
+        maps_by_seed: one list per seed (at least two), each holding per pair a ``(T, S)`` array
+            (e.g. :func:`attnlab.evaluate.forced_attention` of that seed's model on ``pairs``).
+        pairs: the pairs, with gold alignments.
+
+    Returns:
+        ``{"seeds": K, "tokens": n, "mean_jsd": ..., "same_top": ..., "same_top_content": ...,
+        "all_top_on_gold": ..., "aer": [per seed], "aer_spread": max - min}``: ``mean_jsd`` is the
+        Jensen-Shannon divergence (at most ``ln 2``) between two seeds' rows, averaged over every
+        target token and every pair of seeds; ``same_top`` is the share of target tokens whose most
+        attended source word is the same for all seeds (``same_top_content``: content tokens with a
+        gold link only); ``all_top_on_gold`` the share of those content tokens where every seed's
+        peak is a gold link.
+
+    Raises:
+        ValueError: fewer than two seeds, lists of another length than ``pairs``, maps of the
+            wrong shape, or pairs without gold alignments.
+    """
+    _check_pairs(pairs, "seed_spread")
+    if isinstance(maps_by_seed, (str, bytes)) or len(maps_by_seed) < 2:
+        raise ValueError(f"maps_by_seed needs the maps of at least two seeds, got {len(maps_by_seed)}")
+    aers = [alignment_error_rate(maps, pairs) for maps in maps_by_seed]  # also checks shapes and gold
+    jsd, same, same_content, on_gold = [], [], [], []
+    K = len(maps_by_seed)
+    for i, pair in enumerate(pairs):
+        rows = torch.stack([_row_distributions(maps[i]) for maps in maps_by_seed])  # (K, T, S)
+        for a in range(K):
+            for b in range(a + 1, K):
+                jsd.append(jensen_shannon(rows[a], rows[b]))  # (T,)
+        tops = rows.argmax(-1)  # (K, T)
+        agree = (tops == tops[0]).all(0)  # (T,)
+        same.append(agree)
+        for t, gold in enumerate(pair.align):
+            if gold and pair.content[t]:
+                same_content.append(bool(agree[t]))
+                on_gold.append(all(int(k) in gold for k in tops[:, t]))
+    mean = lambda xs: float(np.mean(xs)) if len(xs) else float("nan")
+    return {
+        "seeds": K,
+        "tokens": int(sum(len(p.tgt) for p in pairs)),
+        "mean_jsd": float(torch.cat(jsd).mean()),
+        "same_top": float(torch.cat(same).float().mean()),
+        "same_top_content": mean(same_content),
+        "all_top_on_gold": mean(on_gold),
+        "aer": [round(x, 4) for x in aers],
+        "aer_spread": round(max(aers) - min(aers), 4),
     }

@@ -4,7 +4,9 @@ A *family* is a model class with its frozen config dataclass: ``"rnn"`` (:class:
 with :class:`attnlab.rnn.RNNConfig`), ``"transformer"`` (:class:`attnlab.transformer.Transformer` with
 :class:`attnlab.transformer.TransformerConfig`), and the image models of :mod:`attnlab.vision`:
 ``"captioner"`` (:class:`~attnlab.vision.Captioner`), ``"vit"`` (:class:`~attnlab.vision.ViT`) and
-``"cnn"`` (:class:`~attnlab.vision.CNNClassifier`). Checkpoints store the family name and the config
+``"cnn"`` (:class:`~attnlab.vision.CNNClassifier`); ``"agreement"``
+(:class:`attnlab.agreement.AgreementPair`, two RNNs trained in both directions) and ``"multisource"``
+(:class:`attnlab.multisource.MultiSourceRNN`). Checkpoints store the family name and the config
 (:mod:`attnlab.checkpoint`); named experiments build their models by family (:mod:`attnlab.experiments`).
 Adding a family means adding one line to :data:`FAMILIES` and nothing anywhere else.
 
@@ -65,6 +67,8 @@ FAMILIES: dict[str, Family] = {
         Family("captioner", ".vision", "Captioner", "CaptionerConfig"),
         Family("vit", ".vision", "ViT", "ViTConfig"),
         Family("cnn", ".vision", "CNNClassifier", "CNNConfig"),
+        Family("agreement", ".agreement", "AgreementPair", "AgreementConfig"),
+        Family("multisource", ".multisource", "MultiSourceRNN", "MultiSourceConfig"),
     )
 }
 

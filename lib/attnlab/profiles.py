@@ -218,7 +218,7 @@ def _model_to_estimate(model_or_exp, vocab_sizes) -> torch.nn.Module:
 
 def _saved_bytes(model: torch.nn.Module, bs: int, src_len: int, tgt_len: int) -> int:
     """Bytes autograd keeps for the backward of one training forward + loss on a full ``(bs, src_len)`` batch."""
-    from .vocab import SPECIALS  # ids from len(SPECIALS) on are ordinary tokens
+    from .vocab import BOS, EOS, SPECIALS  # ids from len(SPECIALS) on are ordinary tokens
 
     config = getattr(model, "config", None)
     if not all(isinstance(getattr(config, n, None), int) for n in ("src_vocab_size", "tgt_vocab_size")):
@@ -231,6 +231,9 @@ def _saved_bytes(model: torch.nn.Module, bs: int, src_len: int, tgt_len: int) ->
     g = torch.Generator().manual_seed(0)
     src = torch.randint(first, config.src_vocab_size, (bs, src_len), generator=g).to(device)  # (B, S)
     tgt_in = torch.randint(first, config.tgt_vocab_size, (bs, tgt_len), generator=g).to(device)  # (B, T)
+    # framed like a real batch: a source ends in <eos>, decoder inputs start with <bos> (the
+    # agreement pair rebuilds its backward batch from them and checks both)
+    src[:, -1], tgt_in[:, 0] = EOS, BOS
     inputs = [src, tgt_in]
     if getattr(config, "align_loss", 0) > 0:  # supervised attention trains on a gold attention
         inputs.append(torch.full((bs, tgt_len, src_len), 1.0 / src_len, device=device))  # (B, T, S)

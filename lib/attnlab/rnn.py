@@ -22,10 +22,24 @@ checkpoint saved before them loads unchanged); the computations live in :mod:`at
 * ``monotonic=True`` -- Raffel et al. (2017): ``p_j = sigmoid(e_j + r)``; training attends with the
   expected alignment, eval mode decodes with hard monotonic attention;
 * ``hard="gumbel"`` -- hard attention (one source position per step), trained with the
-  straight-through Gumbel-softmax at ``temperature``; eval mode takes the argmax;
+  straight-through Gumbel-softmax at ``temperature`` (annealed down to ``temperature_final`` over a
+  run when that is set: the model reads the attribute ``model.temperature``, which
+  :class:`attnlab.train.GumbelAnnealing` lowers); eval mode takes the argmax;
+* ``hard="reinforce"`` -- the same hard attention trained with REINFORCE (Williams 1992; Xu et al.
+  2015): training samples a position from the softmax (no gradient through the one-hot) and keeps
+  its log-probability; the scores learn from the surrogate ``-(r - b) sum_t log p(a_t)`` with the
+  reward ``r`` the sentence's mean gold-token log-likelihood and ``b`` a moving average of it
+  (``model.reward_baseline``, a buffer outside the state dict), minus ``entropy_bonus`` times the
+  attention's entropy; eval mode takes the argmax;
+* ``fertility=N`` (with ``coverage``) -- Tu et al.'s fertility: ``Phi_j = N sigmoid(u_f^T h_j)`` is
+  predicted once per source word (``memory["fertility"]``, :meth:`Seq2SeqRNN.predicted_fertility`)
+  and the coverage grows by ``alpha_j / Phi_j``;
+* ``sources=K`` -- Zoph & Knight (2016): ``K`` sources, each with its own softmax over its states
+  (``memory["segments"]`` says which source each state is from), contexts combined by
+  ``tanh(W_s [c_1; ...; c_K])``; for a decoder over given states (``source="states"``);
 * ``coverage_loss=w`` / ``align_loss=lambda`` -- extra training losses (See et al. 2017's coverage
   loss; cross-entropy against the gold links), left in ``model.aux_loss`` by :meth:`forward` for the
-  training loop to add.
+  training loop to add (and so is the REINFORCE surrogate).
 
 With ``coverage`` or ``prev_conv``/``monotonic`` the decoder state carries one more ``(B, S)`` tensor
 each (coverage first, then the previous attention) after the RNN state.
@@ -81,13 +95,40 @@ from .masks import masked_softmax
 from .scores import AttentionScore, LocalPosition, attend, local_window_mask
 from .vocab import PAD
 
-__all__ = ["RNNConfig", "Seq2SeqRNN", "StatesEncoderDecoder"]
+__all__ = ["RNNConfig", "Seq2SeqRNN", "StatesEncoderDecoder", "encode_tokens"]
 
 ATTENTIONS = (None, "bahdanau", "luong")
 SOURCES = ("tokens", "states")
+HARD = (None, "gumbel", "reinforce")
 _CONV_CHANNELS = 8  # filters of the location-aware convolution (Chorowski et al. use 10)
 _MONOTONIC_BIAS = -1.0  # initial r: start by reading on rather than stopping
 _MONOTONIC_NOISE = 1.0  # std of the pre-sigmoid noise in training, which pushes p towards 0 or 1
+REINFORCE_DECAY = 0.9  # b <- 0.9 b + 0.1 r, the moving-average baseline of Xu et al. (2015)
+
+
+def encode_tokens(
+    src_emb: nn.Embedding, encoder: nn.GRU, src: torch.Tensor, lengths: torch.Tensor, drop: nn.Module
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Run a bidirectional GRU encoder over checked, right-padded token ids (the one copy of these steps).
+
+    :meth:`Seq2SeqRNN.encode` and the multi-source model's encoders (:mod:`attnlab.multisource`) use it.
+
+    Args:
+        src_emb: the source embedding (``E`` wide).
+        encoder: a batch-first bidirectional ``nn.GRU`` with ``H / 2`` units per direction.
+        src: ``(B, S)`` token ids, right-padded with ``PAD`` (checked by the caller).
+        lengths: ``(B,)`` real tokens per row (each >= 1).
+        drop: dropout applied to the embeddings.
+
+    Returns:
+        ``states (B, S, H)`` (zeros at padding) and ``summary (B, H)``: the forward direction's last
+        state beside the backward direction's first.
+    """
+    emb = drop(src_emb(src))  # (B, S, E)
+    packed = pack_padded_sequence(emb, lengths.cpu(), batch_first=True, enforce_sorted=False)
+    out, h_n = encoder(packed)  # h_n: (2, B, H/2)
+    states, _ = pad_packed_sequence(out, batch_first=True, total_length=src.size(1))  # (B, S, H)
+    return states, torch.cat([h_n[0], h_n[1]], dim=-1)  # (B, S, H), (B, H)
 
 
 @dataclass(frozen=True)
@@ -111,13 +152,29 @@ class RNNConfig:
         prev_conv: width (odd, >= 1) of the convolution over the previous attention in the score
             (location-aware attention; needs ``score="concat"``); 0 = off.
         monotonic: Raffel et al.'s monotonic attention (expected alignment when training, hard at eval).
-        hard: ``None`` (soft attention) or ``"gumbel"`` (straight-through Gumbel-softmax hard attention).
-        temperature: Gumbel-softmax temperature (> 0).
+        hard: ``None`` (soft attention), ``"gumbel"`` (straight-through Gumbel-softmax hard
+            attention) or ``"reinforce"`` (sampled hard attention trained with REINFORCE).
+        temperature: Gumbel-softmax temperature (> 0); with ``temperature_final`` the one training starts at.
         coverage_loss: weight (>= 0) of See et al.'s coverage loss.
         align_loss: weight lambda (>= 0) of the supervised attention loss (needs gold attention
             as the third input of :meth:`Seq2SeqRNN.forward` in training).
         source: ``"tokens"`` (token ids through the bidirectional GRU encoder) or ``"states"`` (no
             encoder: the caller gives ``(B, S, H)`` encoder states; ``hid_dim`` may then be odd).
+        sources: number ``K >= 1`` of sources, each with its own attention (Zoph & Knight 2016);
+            ``K > 1`` needs plain soft attention, ``source="states"`` and the ``segments`` of
+            :meth:`Seq2SeqRNN.memory_from_states`.
+        fertility: ``N >= 0``; ``N > 0`` (needs ``coverage``) predicts a fertility
+            ``Phi_j = N sigmoid(u_f^T h_j)`` per source word and grows its coverage by ``alpha_j / Phi_j``
+            (Tu et al. 2016); 0 = off.
+        entropy_bonus: ``hard="reinforce"`` only: weight (>= 0) of the attention entropy subtracted
+            from the REINFORCE surrogate (Xu et al.'s entropy term); 0 = off.
+        reinforce_mix: ``hard="reinforce"`` only: probability in ``[0, 1)`` that a training step of a
+            sentence reads the expected context (soft attention, trained by backpropagation) instead
+            of the sampled word -- Xu et al.'s (2015) trick, who use 0.5; such steps leave the
+            REINFORCE surrogate; 0 = always sample.
+        temperature_final: ``hard="gumbel"`` only: anneal the Gumbel-softmax temperature from
+            ``temperature`` down to this value (``0 < temperature_final <= temperature``) over a
+            training run (:func:`attnlab.train.fit_budget` does it); ``None`` = a fixed temperature.
     """
 
     src_vocab_size: int | None
@@ -140,6 +197,11 @@ class RNNConfig:
     coverage_loss: float = 0.0
     align_loss: float = 0.0
     source: str = "tokens"
+    sources: int = 1
+    fertility: int = 0
+    entropy_bonus: float = 0.0
+    reinforce_mix: float = 0.0
+    temperature_final: float | None = None
 
     def __post_init__(self):
         if self.attention not in ATTENTIONS:
@@ -176,11 +238,35 @@ class RNNConfig:
         check_int("prev_conv", self.prev_conv, minimum=0)
         if self.prev_conv and self.prev_conv % 2 == 0:
             raise ValueError(f"prev_conv must be odd (a centred convolution) or 0, got {self.prev_conv}")
-        if self.hard not in (None, "gumbel"):
-            raise ValueError(f"hard={self.hard!r}; expected None or 'gumbel'")
+        if self.hard not in HARD:
+            raise ValueError(f"hard={self.hard!r}; expected one of {HARD}")
         check_float("temperature", self.temperature, strict=True)
         check_float("coverage_loss", self.coverage_loss)
         check_float("align_loss", self.align_loss)
+        check_int("fertility", self.fertility, minimum=0)
+        if self.fertility and not self.coverage:
+            raise ValueError(f"fertility={self.fertility} divides the coverage update: it needs coverage=True")
+        check_float("entropy_bonus", self.entropy_bonus)
+        if self.entropy_bonus and self.hard != "reinforce":
+            raise ValueError(
+                f"entropy_bonus is a term of the REINFORCE surrogate: it needs hard='reinforce', got {self.hard!r}"
+            )
+        check_probability("reinforce_mix", self.reinforce_mix)
+        if self.reinforce_mix and self.hard != "reinforce":
+            raise ValueError(
+                f"reinforce_mix mixes soft steps into REINFORCE training: it needs hard='reinforce', got {self.hard!r}"
+            )
+        if self.temperature_final is not None:
+            check_float("temperature_final", self.temperature_final, strict=True)
+            if self.hard != "gumbel":
+                raise ValueError(
+                    f"temperature_final anneals the Gumbel-softmax: it needs hard='gumbel', got {self.hard!r}"
+                )
+            if self.temperature_final > self.temperature:
+                raise ValueError(
+                    f"temperature_final must be <= temperature (annealing lowers it), "
+                    f"got {self.temperature_final} > {self.temperature}"
+                )
         switches = (self.coverage, self.prev_conv, self.monotonic, self.hard, self.coverage_loss, self.align_loss)
         if any(switches) and self.attention is None:
             raise ValueError("the attention variants (coverage, prev_conv, monotonic, hard, losses) need attention")
@@ -190,6 +276,20 @@ class RNNConfig:
             raise ValueError("coverage, prev_conv, monotonic and hard attention do not combine with local attention")
         if self.monotonic and self.hard:
             raise ValueError("monotonic and hard attention are two different attentions: choose one")
+        check_positive_int("sources", self.sources)
+        if self.sources > 1:
+            if self.attention is None or self.local or self.coverage or self.prev_conv or self.monotonic or self.hard:
+                raise ValueError(
+                    f"sources={self.sources} combines plain soft attentions: it needs attention='bahdanau' or "
+                    f"'luong' without local, coverage, prev_conv, monotonic or hard (got attention={self.attention!r}, "
+                    f"local={self.local!r}, coverage={self.coverage}, prev_conv={self.prev_conv}, "
+                    f"monotonic={self.monotonic}, hard={self.hard!r})"
+                )
+            if self.source != "states":
+                raise ValueError(
+                    f"sources={self.sources} needs source='states' (a multi-source model brings its own encoders), "
+                    f"got source={self.source!r}"
+                )
 
 
 class Seq2SeqRNN(nn.Module):
@@ -224,7 +324,20 @@ class Seq2SeqRNN(nn.Module):
             self.prev_proj = nn.Linear(_CONV_CHANNELS, A, bias=False)  # U_f f_j
         if c.monotonic:
             self.monotonic_bias = nn.Parameter(torch.tensor(_MONOTONIC_BIAS))  # r of sigmoid(e + r)
+        if c.sources > 1:
+            self.source_combine = nn.Linear(c.sources * H, H)  # c_t = tanh(W_s [c_1; ...; c_K])
+        if c.fertility:
+            self.fertility_proj = nn.Linear(H, 1, bias=False)  # u_f of Phi_j = N sigmoid(u_f^T h_j)
+        if c.hard == "reinforce":
+            # The moving average of the reward; NaN until the first training batch sets it. Not
+            # persistent: it belongs to a training run, not to the model, and checkpoints keep their keys.
+            self.register_buffer("reward_baseline", torch.tensor(float("nan")), persistent=False)
+        # The Gumbel-softmax temperature now: a plain attribute (the config is frozen) that
+        # attnlab.train's GumbelAnnealing lowers during training when config.temperature_final is set.
+        self.temperature: float = c.temperature
         self.aux_loss: torch.Tensor | None = None
+        # REINFORCE samples of one decode: per step (log_prob, entropy, sampled), each (B,)
+        self._policy: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] | None = None
 
     def _device(self) -> torch.device:
         return self.tgt_emb.weight.device
@@ -239,7 +352,18 @@ class Seq2SeqRNN(nn.Module):
         if self.config.source == "tokens":
             self._check_tokens(src)
         else:
+            self._check_sources_given("src")
             self._check_states("src", src, None)
+
+    def _check_sources_given(self, name: str) -> None:
+        """A model of several sources cannot take one tensor of states: which source is each one from?"""
+        K = self.config.sources
+        if K > 1:
+            raise ValueError(
+                f"this model attends to sources={K} sources, so a bare {name} tensor does not say which source "
+                f"each state comes from; build the memory with memory_from_states(states, mask, segments=...) "
+                f"(a multi-source model's own encode does that)"
+            )
 
     def _check_tokens(self, src) -> torch.Tensor:
         """Check token ids ``src (B, S)``; returns their ``(B,)`` lengths."""
@@ -299,54 +423,151 @@ class Seq2SeqRNN(nn.Module):
                 all-padding row, or padding before a real token.
         """
         if self.config.source == "states":
+            self._check_sources_given("src")
             return self.memory_from_states(src, name="src")
         lengths = self._check_tokens(src)  # (B,)
-        mask = src != PAD  # (B, S)
-        emb = self.drop(self.src_emb(src))  # (B, S, E)
-        packed = pack_padded_sequence(emb, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        out, h_n = self.encoder(packed)  # h_n: (2, B, H/2)
-        states, _ = pad_packed_sequence(out, batch_first=True, total_length=src.size(1))  # (B, S, H)
-        summary = torch.cat([h_n[0], h_n[1]], dim=-1)  # (B, H)
-        return self._memory(states, mask, summary)
+        states, summary = encode_tokens(self.src_emb, self.encoder, src, lengths, self.drop)  # (B, S, H), (B, H)
+        return self._memory(states, src != PAD, summary)
 
     def memory_from_states(
-        self, states: torch.Tensor, mask: torch.Tensor | None = None, *, name: str = "states"
+        self,
+        states: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        *,
+        segments: torch.Tensor | None = None,
+        summary: torch.Tensor | None = None,
+        name: str = "states",
     ) -> dict[str, torch.Tensor]:
         """The decoder's memory over encoder states computed elsewhere (image regions, signal frames).
 
         The decoder's first state comes from one summary vector of the source. A GRU encoder has
         its final states for that; given states have no order to end in, so the summary is their
         mean over the real positions -- what Xu et al. (2015), "Show, Attend and Tell", feed the
-        decoder's initialisation (the average of the annotation vectors).
+        decoder's initialisation (the average of the annotation vectors) -- unless the caller
+        passes its own ``summary``.
+
+        With ``config.sources = K > 1`` the states of all sources come in one sequence and
+        ``segments`` says which source each one belongs to; each source gets its own softmax (see
+        :meth:`_attend`).
 
         Args:
             states: float ``(B, S, H)`` on the model's device, of its dtype.
             mask: ``(B, S)`` bool, True where a state takes part in attention (every row at least
                 one; with local or monotonic attention the True positions must come first), or
                 ``None`` (all True).
+            segments: ``(B, S)`` integer source index in ``[0, K)`` of every state; required iff
+                ``K > 1``, and every source needs at least one True mask position in every row.
+            summary: optional float ``(B, H)`` that replaces the mean as the decoder's summary
+                (e.g. the final states of the sources' own encoders).
             name: the argument's name in error messages.
 
         Returns:
             The dict :meth:`encode` returns: ``states``, ``mask``, ``lengths (B,)`` (True per row),
-            ``summary (B, H)`` and, with attention, ``prepared``.
+            ``summary (B, H)``, with attention ``prepared``, with ``K > 1`` ``segments (B, S)`` and
+            with ``config.fertility`` ``fertility (B, S)``.
 
         Raises:
-            TypeError: ``states`` not float or of another dtype than the model; ``mask`` not bool.
-            ValueError: wrong shapes or width, another device, a mask row without True.
+            TypeError: ``states`` or ``summary`` not float or of another dtype than the model;
+                ``mask`` not bool; ``segments`` not integer.
+            ValueError: wrong shapes or width, another device, a mask row without True; ``segments``
+                missing for ``K > 1`` or given for ``K = 1``, out of ``[0, K)``, or a source without a
+                True mask position in some row.
         """
         self._check_states(name, states, mask)
         if mask is None:
             mask = torch.ones(states.shape[:2], dtype=torch.bool, device=states.device)  # (B, S)
-        keep = mask.unsqueeze(-1).to(states.dtype)  # (B, S, 1)
-        summary = (states * keep).sum(1) / keep.sum(1)  # (B, H) mean over the real positions
-        return self._memory(states, mask, summary)
+        self._check_segments(segments, states, mask)
+        if summary is None:
+            keep = mask.unsqueeze(-1).to(states.dtype)  # (B, S, 1)
+            summary = (states * keep).sum(1) / keep.sum(1)  # (B, H) mean over the real positions
+        else:
+            self._check_summary(summary, states)
+        return self._memory(states, mask, summary, segments)
 
-    def _memory(self, states: torch.Tensor, mask: torch.Tensor, summary: torch.Tensor) -> dict[str, torch.Tensor]:
+    def _check_segments(self, segments, states: torch.Tensor, mask: torch.Tensor) -> None:
+        """``segments``: integer ``(B, S)`` in ``[0, K)``, each source under the mask in every row; None iff K = 1."""
+        K = self.config.sources
+        if K == 1:
+            if segments is not None:
+                raise ValueError("segments is for a model of several sources; this one has sources=1 (give None)")
+            return
+        if segments is None:
+            raise ValueError(f"sources={K}: memory_from_states needs segments, the (B, S) source index of each state")
+        check_tensor("segments", segments, dims=2, shape_text="(B, S)")
+        if segments.dtype.is_floating_point or segments.dtype.is_complex or segments.dtype == torch.bool:
+            raise TypeError(f"segments must hold integer source indices in [0, {K}), got dtype {segments.dtype}")
+        if segments.shape != states.shape[:2] or segments.device != states.device:
+            raise ValueError(
+                f"segments must be (B, S) = {tuple(states.shape[:2])} on {states.device} like the states, "
+                f"got shape {tuple(segments.shape)} on {segments.device}"
+            )
+        lo, hi = int(segments.min()), int(segments.max())
+        if lo < 0 or hi >= K:
+            raise ValueError(f"segments holds source index {lo if lo < 0 else hi}, outside [0, sources={K})")
+        for k in range(K):
+            empty = ~((segments == k) & mask).any(1)  # (B,)
+            if bool(empty.any()):
+                row = int(empty.nonzero()[0, 0])
+                raise ValueError(
+                    f"segments row {row} has no True mask position of source {k}: each of the {K} sources "
+                    f"needs at least one state to attend to in every row"
+                )
+
+    def _check_summary(self, summary, states: torch.Tensor) -> None:
+        """``summary``: float ``(B, H)`` on the states' device, of their dtype."""
+        check_float_tensor("summary", summary, dims=2, shape_text="(B, H)")
+        want = (states.shape[0], self.config.hid_dim)
+        if tuple(summary.shape) != want or summary.device != states.device:
+            raise ValueError(
+                f"summary must be (B, H) = {want} on {states.device} like the states, "
+                f"got shape {tuple(summary.shape)} on {summary.device}"
+            )
+        if summary.dtype != states.dtype:
+            raise TypeError(f"summary has dtype {summary.dtype} but the states are {states.dtype}")
+
+    def _memory(
+        self, states: torch.Tensor, mask: torch.Tensor, summary: torch.Tensor, segments: torch.Tensor | None = None
+    ) -> dict[str, torch.Tensor]:
         """The one place the memory dict is built, whatever the source."""
+        c = self.config
         memory = {"states": states, "mask": mask, "lengths": mask.sum(1), "summary": summary}  # lengths: (B,)
-        if self.config.attention is not None:
+        if c.attention is not None:
             memory["prepared"] = self.score.prepare(states)  # (B, S, *)
+        if segments is not None:
+            memory["segments"] = segments  # (B, S)
+        if c.fertility:
+            memory["fertility"] = c.fertility * torch.sigmoid(self.fertility_proj(states)).squeeze(-1)  # (B, S)
         return memory
+
+    def _memory_keys(self) -> tuple[str, ...]:
+        """The tensors :meth:`decode` needs in its memory dict."""
+        c = self.config
+        keys = ("states", "mask", "lengths", "summary") + (("prepared",) if c.attention else ())
+        return keys + (("segments",) if c.sources > 1 else ()) + (("fertility",) if c.fertility else ())
+
+    def predicted_fertility(self, memory: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The fertility ``Phi_j = N sigmoid(u_f^T h_j)`` the model predicts for each source position.
+
+        Tu et al. (2016) divide each step's attention by it before adding it to the coverage, so a
+        word counts as covered once it has received about ``Phi_j`` steps' worth of attention;
+        compare it with :func:`attnlab.variants.gold_fertility`.
+
+        Args:
+            memory: from :meth:`encode` or :meth:`memory_from_states` (``memory["fertility"]``).
+
+        Returns:
+            ``(B, S)`` values in ``(0, N)`` (also at masked positions, where they are never used).
+
+        Raises:
+            ValueError: the model has ``config.fertility = 0``.
+            TypeError: ``memory`` is not such a dict.
+        """
+        if not self.config.fertility:
+            raise ValueError("predicted_fertility needs a model with config.fertility > 0 (fertility coverage)")
+        if not isinstance(memory, dict) or not isinstance(memory.get("fertility"), torch.Tensor):
+            got = sorted(memory) if isinstance(memory, dict) else type(memory).__name__
+            raise TypeError(f"memory must be the dict of encode or memory_from_states (with 'fertility'), got {got}")
+        return memory["fertility"]  # (B, S)
 
     def init_state(self, memory: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
         """Initial decoder state: ``(s_0,)`` or, for Luong, ``(h_0, h~_0 = 0)`` (``(B, H)`` each)."""
@@ -378,6 +599,11 @@ class Seq2SeqRNN(nn.Module):
         the mask to a window (and local-p adds its Gaussian). Coverage and the previous-attention
         convolution add a term to the concat score's ``U h_j``; monotonic and hard attention turn
         the scores into weights their own way and average the states with them.
+
+        With ``K = config.sources > 1`` the scores are computed once and softmaxed ``K`` times, each
+        time over one source's positions (``segments == k``): contexts ``c_k (B, H)`` and weights
+        ``a_k (B, S)``. The context is ``tanh(W_s [c_1; ...; c_K])`` and the weights returned are
+        ``sum_k a_k``, whose block of each source sums to 1 (Zoph & Knight 2016).
         """
         c = self.config
         states = memory["states"]  # (B, S, H)
@@ -392,8 +618,17 @@ class Seq2SeqRNN(nn.Module):
         if c.monotonic or c.hard:
             attn = self._special_weights(scores, memory["mask"], named.get("previous attention"))  # (B, S)
             context = torch.bmm(attn.unsqueeze(1), states).squeeze(1)  # (B, H)
-            return context, attn, self._next_extras(named, attn)
+            return context, attn, self._next_extras(named, attn, memory.get("fertility"))
         allowed, gauss = memory["mask"], None  # (B, S)
+        if c.sources > 1:
+            segments = memory["segments"]  # (B, S)
+            contexts, attn = [], None
+            for k in range(c.sources):
+                c_k, a_k = attend(scores, states, allowed & (segments == k))  # (B, H), (B, S)
+                contexts.append(c_k)
+                attn = a_k if attn is None else attn + a_k  # (B, S): the sources' blocks are disjoint
+            context = torch.tanh(self.source_combine(torch.cat(contexts, dim=-1)))  # (B, H)
+            return context, attn, self._next_extras(named, attn)
         if c.local is not None:
             S = scores.size(1)
             lengths = memory["lengths"]  # (B,)
@@ -408,7 +643,7 @@ class Seq2SeqRNN(nn.Module):
                 sigma = c.window / 2
                 gauss = torch.exp(-((pos - center.unsqueeze(1)) ** 2) / (2 * sigma**2))  # (B, S)
         context, attn = attend(scores, states, allowed, scale=gauss)  # (B, H), (B, S)
-        return context, attn, self._next_extras(named, attn)
+        return context, attn, self._next_extras(named, attn, memory.get("fertility"))
 
     def _special_weights(self, scores: torch.Tensor, mask: torch.Tensor, prev: torch.Tensor | None) -> torch.Tensor:
         """``(B, S)`` weights of monotonic or hard attention (training: differentiable; eval: hard)."""
@@ -420,16 +655,34 @@ class Seq2SeqRNN(nn.Module):
             if self.training:
                 return variants.monotonic_attention(p, prev)  # (B, S)
             return variants.hard_monotonic_attention(p, prev)  # (B, S)
-        if self.training:
-            return variants.gumbel_straight_through(scores, mask, self.config.temperature)  # (B, S)
+        if self.training and self.config.hard == "gumbel":
+            return variants.gumbel_straight_through(scores, mask, self.temperature)  # (B, S)
+        if self.training:  # REINFORCE: a sample, no gradient through it; its log-probability is kept
+            weights, log_prob, entropy = variants.reinforce_sample(scores, mask)  # (B, S), (B,), (B,)
+            sampled = torch.ones_like(log_prob, dtype=torch.bool)  # (B,)
+            if self.config.reinforce_mix:
+                # Xu et al.: now and then read the expected context instead; those steps learn by
+                # backpropagation like soft attention and are left out of the surrogate
+                sampled = torch.rand(log_prob.shape, device=scores.device) >= self.config.reinforce_mix  # (B,)
+                soft = masked_softmax(scores, mask)  # (B, S)
+                weights = torch.where(sampled.unsqueeze(1), weights, soft)  # (B, S)
+            if self._policy is not None:  # inside decode, which turns them into the surrogate loss
+                self._policy.append((log_prob, entropy, sampled))
+            return weights
         weights = masked_softmax(scores, mask)  # (B, S)
         return nn.functional.one_hot(weights.argmax(-1), scores.size(1)).to(scores.dtype)  # (B, S)
 
     @staticmethod
-    def _next_extras(named: dict, attn: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def _next_extras(
+        named: dict, attn: torch.Tensor, fertility: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, ...]:
+        """The variant state after a step: coverage ``C + alpha`` (``C + alpha / Phi`` with fertility), attention."""
         out = []
         for name in named:
-            out.append(named[name] + attn if name == "coverage" else attn)  # (B, S)
+            if name == "coverage":
+                out.append(named[name] + (attn if fertility is None else attn / fertility))  # (B, S)
+            else:
+                out.append(attn)  # (B, S)
         return tuple(out)
 
     # ----------------------------------------------------------------- one step
@@ -458,6 +711,7 @@ class Seq2SeqRNN(nn.Module):
         return self.out(self.drop(pre)), state, attn
 
     def _check_step(self, memory: dict, state, y_prev: torch.Tensor, t: int) -> None:
+        self._check_memory(memory)
         check_token_ids("y_prev", y_prev, vocab_size=self.config.tgt_vocab_size, device=self._device(), dims=1)
         check_int("t", t, minimum=0)
         B, H = memory["states"].shape[0], self.config.hid_dim
@@ -543,6 +797,68 @@ class Seq2SeqRNN(nn.Module):
             self.encode(src), tgt_in, gold, teacher_forcing=teacher_forcing, return_attention=return_attention
         )
 
+    def _check_memory(self, memory) -> None:
+        keys = self._memory_keys()
+        if not isinstance(memory, dict) or not all(isinstance(memory.get(k), torch.Tensor) for k in keys):
+            got = sorted(memory) if isinstance(memory, dict) else type(memory).__name__
+            raise TypeError(f"memory must be the dict of encode or memory_from_states (keys {list(keys)}), got {got}")
+
+    def _decode_steps(
+        self, memory: dict, state: tuple[torch.Tensor, ...], emb: torch.Tensor, teacher_forcing: float
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Run the decoder step by step over the embedded inputs ``emb (B, T, E)``: logits and attention."""
+        pres, attns, logits_steps = [], [], []
+        # unbind once: indexing emb[:, t] inside the loop would make autograd build a full-size
+        # zero gradient for every step.
+        emb_steps = emb.unbind(1)  # T x (B, E)
+        y_prev_emb = emb_steps[0]  # (B, E)
+        for t in range(emb.size(1)):
+            pre, state, attn = self._step(memory, state, y_prev_emb, t)
+            pres.append(pre)
+            attns.append(attn)
+            if teacher_forcing < 1.0:
+                logits_t = self.out(self.drop(pre))  # (B, V): needed now to pick the next input
+                logits_steps.append(logits_t)
+            if t + 1 < emb.size(1):
+                if teacher_forcing < 1.0 and torch.rand(()) >= teacher_forcing:
+                    y_prev_emb = self.drop(self.tgt_emb(logits_t.argmax(-1)))  # (B, E) own prediction
+                else:
+                    y_prev_emb = emb_steps[t + 1]  # (B, E) gold token
+        if logits_steps:
+            logits = torch.stack(logits_steps, dim=1)  # (B, T, V)
+        else:
+            # The output layer is position-wise, so apply it once to all steps (faster on CPU).
+            logits = self.out(self.drop(torch.stack(pres, dim=1)))  # (B, T, V)
+        attn = torch.stack(attns, dim=1) if attns[0] is not None else None  # (B, T, S)
+        return logits, attn
+
+    def _reinforce_loss(self, policy: list, logits: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        """REINFORCE loss of one training batch; moves the reward baseline on.
+
+        The reward of sentence ``b`` is the mean log-likelihood per token of its gold target under
+        this forward pass (targets read off ``tgt_in``: :func:`attnlab.variants.next_tokens`); the
+        baseline is the moving average of the batch-mean reward over the earlier batches (the
+        first batch uses its own mean). The policy-gradient part of
+        :func:`attnlab.variants.reinforce_surrogate` counts by its gradient only -- its value swings
+        with ``r - b`` and would drown the cross-entropy in the recorded training loss -- so its
+        value is subtracted again (detached): the loss returned has the surrogate's gradient and
+        the value of its entropy term alone (0 without ``entropy_bonus``).
+        """
+        sampled = torch.stack([s for _, _, s in policy], dim=1)  # (B, T): False where the step read soft
+        keep = (tgt_in != PAD) & sampled  # (B, T)
+        log_probs = torch.stack([lp for lp, _, _ in policy], dim=1)  # (B, T)
+        entropy = torch.stack([h for _, h, _ in policy], dim=1)  # (B, T)
+        reward = variants.sentence_log_likelihood(logits.detach(), variants.next_tokens(tgt_in))  # (B,)
+        with torch.no_grad():
+            seen = self.reward_baseline
+            baseline = torch.where(torch.isnan(seen), reward.mean().to(seen.dtype), seen)  # ()
+            self.reward_baseline.copy_(REINFORCE_DECAY * baseline + (1 - REINFORCE_DECAY) * reward.mean())
+        baseline = baseline.to(reward.dtype)
+        bonus = self.config.entropy_bonus
+        full = variants.reinforce_surrogate(log_probs, keep, reward, baseline, entropy=entropy, entropy_bonus=bonus)
+        policy_gradient = variants.reinforce_surrogate(log_probs, keep, reward, baseline)
+        return full - policy_gradient.detach()  # the gradient of full; the value of its entropy term alone
+
     def _check_decode_args(self, source_shape, tgt_in, gold, teacher_forcing) -> float:
         """Check :meth:`decode`'s arguments against the source's ``(B, S)``; returns ``teacher_forcing``."""
         B, S = source_shape
@@ -589,13 +905,11 @@ class Seq2SeqRNN(nn.Module):
                 integer ids of the target vocabulary on the model's device; ``teacher_forcing``
                 outside ``[0, 1]``; a missing or misshapen ``gold`` where it is needed.
         """
-        keys = ("states", "mask", "lengths", "summary") + (("prepared",) if self.config.attention else ())
-        if not isinstance(memory, dict) or not all(isinstance(memory.get(k), torch.Tensor) for k in keys):
-            got = sorted(memory) if isinstance(memory, dict) else type(memory).__name__
-            raise TypeError(f"memory must be the dict of encode or memory_from_states (keys {list(keys)}), got {got}")
+        self._check_memory(memory)
         teacher_forcing = self._check_decode_args(memory["mask"].shape, tgt_in, gold, teacher_forcing)
         c = self.config
-        wants_aux = self.training and (c.coverage_loss > 0 or c.align_loss > 0)
+        reinforce = self.training and c.hard == "reinforce"
+        wants_aux = self.training and (c.coverage_loss > 0 or c.align_loss > 0 or reinforce)
         self.aux_loss = None
         state = self.init_state(memory)
         emb = self.drop(self.tgt_emb(tgt_in))  # (B, T, E)
@@ -606,35 +920,20 @@ class Seq2SeqRNN(nn.Module):
             states, _ = self.decoder(torch.cat([emb, ctx], dim=-1), state[0].unsqueeze(0))  # (B, T, H)
             logits = self.out(self.drop(torch.cat([states, ctx, emb], dim=-1)))  # (B, T, V)
             return (logits, None) if return_attention else logits
-        pres, attns, logits_steps = [], [], []
-        # unbind once: indexing emb[:, t] inside the loop would make autograd build a full-size
-        # zero gradient for every step.
-        emb_steps = emb.unbind(1)  # T x (B, E)
-        y_prev_emb = emb_steps[0]  # (B, E)
-        for t in range(tgt_in.size(1)):
-            pre, state, attn = self._step(memory, state, y_prev_emb, t)
-            pres.append(pre)
-            attns.append(attn)
-            if teacher_forcing < 1.0:
-                logits_t = self.out(self.drop(pre))  # (B, V): needed now to pick the next input
-                logits_steps.append(logits_t)
-            if t + 1 < tgt_in.size(1):
-                if teacher_forcing < 1.0 and torch.rand(()) >= teacher_forcing:
-                    y_prev_emb = self.drop(self.tgt_emb(logits_t.argmax(-1)))  # (B, E) own prediction
-                else:
-                    y_prev_emb = emb_steps[t + 1]  # (B, E) gold token
-        if logits_steps:
-            logits = torch.stack(logits_steps, dim=1)  # (B, T, V)
-        else:
-            # The output layer is position-wise, so apply it once to all steps (faster on CPU).
-            logits = self.out(self.drop(torch.stack(pres, dim=1)))  # (B, T, V)
-        attn = torch.stack(attns, dim=1) if attns[0] is not None else None  # (B, T, S)
+        self._policy = [] if reinforce else None  # filled by _special_weights, one entry per step
+        try:
+            logits, attn = self._decode_steps(memory, state, emb, teacher_forcing)  # (B, T, V), (B, T, S)
+            policy = self._policy
+        finally:
+            self._policy = None
         if wants_aux:
             aux = attn.new_zeros(())
             if c.coverage_loss > 0:
                 aux = aux + c.coverage_loss * variants.coverage_loss(attn, tgt_in != PAD)
             if c.align_loss > 0:
                 aux = aux + c.align_loss * variants.alignment_loss(attn, gold.to(attn.dtype))
+            if reinforce:
+                aux = aux + self._reinforce_loss(policy, logits, tgt_in)
             self.aux_loss = aux
         if not return_attention:
             return logits
@@ -673,4 +972,3 @@ class StatesEncoderDecoder(nn.Module):
     def step(self, memory: dict, state: tuple[torch.Tensor, ...], y_prev: torch.Tensor, t: int):
         """One decoding step: ``(logits (B, V), state, attention over the states (B, S))``."""
         return self.decoder.step(memory, state, y_prev, t)
-

@@ -12,6 +12,8 @@ What the course adds to fastai is small and lives here:
 * :class:`LossCurve` -- every N steps, the mean training loss, the validation loss and the
   learning rate (what a learner plots after training);
 * :class:`StepProgress` -- a progress bar in the budget's own unit (steps of the total);
+* :class:`GumbelAnnealing` -- lowers a Gumbel-softmax model's temperature from its config's
+  ``temperature`` to ``temperature_final`` over the budget (added by :func:`fit_budget` itself);
 * :func:`fit_budget` -- builds the Learner (masked loss, metric, gradient clipping, one-cycle)
   and trains to a step (or time) budget, returning the learner and a :class:`TrainStats`;
 * :func:`main` -- ``python -m attnlab.train PRESET ...``, the command line that trains any course
@@ -88,6 +90,7 @@ from fastai.learner import Learner
 from fastai.torch_core import num_distrib, rank_distrib, set_seed, to_detach
 
 from .checks import check_float_tensor, check_positive_int, check_probability, check_token_ids
+from .variants import annealed_temperature
 from .vocab import PAD
 
 __all__ = [
@@ -95,8 +98,10 @@ __all__ = [
     "MaskedCrossEntropy",
     "token_accuracy",
     "Budget",
+    "target_count",
     "TokenCounter",
     "AuxLoss",
+    "GumbelAnnealing",
     "WeightSnapshots",
     "LossCurve",
     "StepProgress",
@@ -275,8 +280,19 @@ class Budget(Callback):
             raise CancelFitException()
 
 
+def target_count(target: torch.Tensor) -> int:
+    """How many targets a batch holds: the non-pad tokens of ``(B, T)`` ids, every label of ``(B,)`` classes.
+
+    A class label has no padding (class 0 is a class, not ``PAD``), so a 1-D target counts all
+    its entries; what :class:`TokenCounter` and :class:`LossCurve` weight by.
+    """
+    if target.dim() == 1:
+        return int(target.numel())
+    return int((target != PAD).sum())
+
+
 class TokenCounter(Callback):
-    """Count non-pad target tokens and batches seen in training."""
+    """Count the targets (non-pad tokens, or class labels: :func:`target_count`) and batches seen in training."""
 
     order = 49  # before Budget (50): the batch that ends the budget raises in Budget.after_batch
 
@@ -285,7 +301,7 @@ class TokenCounter(Callback):
 
     def after_batch(self):
         if self.training:
-            self.tokens += int((self.yb[0] != PAD).sum())
+            self.tokens += target_count(self.yb[0])
             self.batches += 1
 
 
@@ -377,7 +393,7 @@ class LossCurve(Callback):
             with torch.random.fork_rng(devices=devices), torch.no_grad():
                 model.eval()
                 for *inputs, tgt_out in _unwrap_loader(self.learn.dls.valid):  # src, tgt_in (and gold attention)
-                    n = int((tgt_out != PAD).sum())
+                    n = target_count(tgt_out)
                     total += float(self.learn.loss_func(model(*inputs), tgt_out)) * n
                     tokens += n
         finally:
@@ -469,6 +485,38 @@ class AuxLoss(Callback):
         if self.training and aux is not None:
             self.learn.loss_grad = self.learn.loss_grad + aux
             self.learn.loss = self.learn.loss_grad.clone()
+
+
+class GumbelAnnealing(Callback):
+    """Before every training batch, set ``model.temperature`` by the exponential schedule of the budget.
+
+    ``tau = max(final, start exp(-r step))`` with ``start = config.temperature``, ``final =
+    config.temperature_final`` and ``r`` such that the budget's last step trains at ``final``
+    (:func:`attnlab.variants.annealed_temperature`; Jang et al. 2017). A time budget uses the
+    share of its time spent instead of the step. The temperature is a plain attribute of the
+    model, not a weight: checkpoints do not hold it, and a loaded model starts at ``start``
+    again (eval mode takes the argmax and never reads it). :func:`fit_budget` adds this callback
+    when the model's config sets ``temperature_final``.
+
+    Args:
+        budget: the run's :class:`Budget`.
+    """
+
+    order = 52  # any order: it reads Budget.done, which changes only after a batch
+
+    def __init__(self, budget: Budget):
+        self.budget = budget
+
+    def before_batch(self):
+        if not self.training:
+            return
+        model = unwrap_model(self.learn.model)
+        c, b = model.config, self.budget
+        if b.steps is not None:
+            step, total = b.done, b.steps
+        else:  # a time budget: the share of it used, as the step of a two-step schedule
+            step, total = min(b._used(), 1.0), 2
+        model.temperature = annealed_temperature(step, total, start=c.temperature, final=c.temperature_final)
 
 
 def world_size() -> int:
@@ -623,7 +671,7 @@ class BatchTrace(Callback):
         self.steps_done += 1
         served, bs = getattr(self.learn.dl, "served", None), self.learn.dl.bs
         ids = None if served is None else [int(i) for i in served[self.learn.iter * bs : (self.learn.iter + 1) * bs]]
-        self._write(ids=ids, loss=float(self.learn.loss.detach()), tokens=int((self.yb[0] != PAD).sum()))
+        self._write(ids=ids, loss=float(self.learn.loss.detach()), tokens=target_count(self.yb[0]))
 
     def _write(self, **fields):
         line = {"rank": rank(), "step": self.steps_done, **fields, "weights_sha256": _weights_sha256(self.learn.model)}
@@ -647,25 +695,35 @@ def fit_budget(
     loss_every: int | None = None,
     profile: str = "cpu",
     cbs=(),
+    loss_func: Callable | None = None,
+    metrics: Sequence[Callable] | None = None,
 ) -> tuple[Learner, TrainStats]:
     """Train ``model`` on ``dls`` with fastai's one-cycle policy for ``steps`` steps (or ``seconds``).
 
     Args:
-        model: called as ``model(src, tgt_in)`` and returning ``(B, T, V)`` logits.
-        dls: fastai ``DataLoaders`` yielding ``(src, tgt_in, tgt_out)`` with ``n_inp == 2``.
+        model: called as ``model(src, tgt_in)`` and returning ``(B, T, V)`` logits (with
+            ``loss_func``: whatever that loss takes, e.g. ``(B, K)`` class logits of ``model(images)``).
+        dls: fastai ``DataLoaders`` yielding ``(src, tgt_in, tgt_out)`` with ``n_inp == 2`` (with
+            ``loss_func``: its inputs then its target, e.g. ``(images, labels)``).
         steps: budget of optimiser steps (reproducible: the course's default).
         seconds: training-time budget instead (validation excluded); give exactly one of the two.
         lr: peak learning rate of the one-cycle schedule.
         wd: weight decay.
         clip: gradient-norm clipping threshold.
-        label_smoothing: see :func:`masked_cross_entropy`.
+        label_smoothing: see :func:`masked_cross_entropy` (the default loss; give a ``loss_func``
+            its own smoothing instead).
         pct_start: warm-up share of the budget.
         max_epochs: upper bound on epochs (the budget ends training first unless it is very long).
         progress: show a progress bar of the budget (:class:`StepProgress`); fastai's epoch bars
             and epoch table are never shown, since a step budget ends inside an epoch.
         loss_every: record a :class:`LossCurve` point every this many steps (``stats.loss_curve``).
         profile: recorded in the stats.
-        cbs: extra fastai callbacks.
+        cbs: extra fastai callbacks (:class:`GumbelAnnealing` is added by itself when the model's
+            ``config.temperature_final`` is set).
+        loss_func: the learner's loss ``loss_func(output, target)``; default
+            :class:`MaskedCrossEntropy` of ``label_smoothing``. Targets are counted by
+            :func:`target_count` (a 1-D target is one class label per example).
+        metrics: the learner's metrics; default ``[token_accuracy]``.
 
     In a process started by a distributed launcher (:func:`world_size` > 1) the learner trains
     inside fastai's ``Learner.distrib_ctx``: ``model`` must already be on this process's device
@@ -680,9 +738,20 @@ def fit_budget(
         the processes) are this process's.
 
     Raises:
-        ValueError: a time budget (``seconds``) in a distributed run.
+        ValueError: a time budget (``seconds``) in a distributed run; ``label_smoothing`` with a ``loss_func``.
     """
     check_positive_int("max_epochs", max_epochs)
+    label_smoothing = check_probability("label_smoothing", label_smoothing)
+    if loss_func is None:
+        loss_func = MaskedCrossEntropy(label_smoothing)
+    elif label_smoothing:
+        raise ValueError(
+            f"label_smoothing={label_smoothing} configures the default loss; with loss_func={loss_func!r} "
+            "give the smoothing to the loss itself"
+        )
+    if not callable(loss_func):
+        raise TypeError(f"loss_func must be callable (output, target) -> loss, got {type(loss_func).__name__}")
+    metrics = [token_accuracy] if metrics is None else list(metrics)
     budget, counter = Budget(seconds, steps=steps), TokenCounter()
     processes = world_size()
     if processes > 1:
@@ -696,12 +765,14 @@ def fit_budget(
     curve = LossCurve(loss_every) if loss_every is not None else None
     trace = BatchTrace(os.environ[TRACE_VAR]) if os.environ.get(TRACE_VAR) else None
     show = StepProgress(budget) if progress and is_main_process() else None
-    extra = [c for c in (curve, trace, show) if c is not None]
+    config = getattr(unwrap_model(model), "config", None)
+    anneal = GumbelAnnealing(budget) if getattr(config, "temperature_final", None) is not None else None
+    extra = [c for c in (curve, trace, show, anneal) if c is not None]
     learn = Learner(
         dls,
         model,
-        loss_func=MaskedCrossEntropy(label_smoothing),
-        metrics=[token_accuracy],
+        loss_func=loss_func,
+        metrics=metrics,
         cbs=[GradientClip(clip), budget, counter, AuxLoss(), *extra, *cbs],
     )
     with contextlib.ExitStack() as stack:
@@ -844,8 +915,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     main_process = is_main_process()
     if main_process:
         print(
-            f"training {args.preset} ({exp.description}) on {processes} process(es), "
-            f"batch {exp.bs} x {processes}",
+            f"training {args.preset} ({exp.description}) on {processes} process(es), batch {exp.bs} x {processes}",
             flush=True,
         )
     model, res = experiments.run(

@@ -16,6 +16,12 @@ against a hand-written reference:
   the first source position whose selection probability is at least 1/2;
 * :func:`gumbel_straight_through` -- hard attention (Xu et al. 2015) trained with the
   straight-through Gumbel-softmax (Jang et al. 2017): one-hot forward, soft gradient backward;
+* :func:`annealed_temperature` -- the exponential schedule that lowers the Gumbel-softmax
+  temperature during training, ``tau = max(tau_final, tau_0 exp(-r step))`` (Jang et al. 2017);
+* :func:`reinforce_sample`, :func:`next_tokens`, :func:`sentence_log_likelihood` and
+  :func:`reinforce_surrogate` -- hard attention trained with REINFORCE (Williams 1992; Xu et al.
+  2015): sample a position, keep its log-probability, and weight the sum of those by the
+  sentence's reward minus a moving-average baseline;
 * :func:`hard_attention_gradients` -- why hard attention is hard to train: samples of the gradient
   that REINFORCE (Williams 1992, with a moving-average baseline) and the straight-through
   Gumbel-softmax give for one attention step, beside the exact gradient of the expected loss and
@@ -37,14 +43,16 @@ S  source length (incl. ``<eos>``)
 from __future__ import annotations
 
 import contextlib
+import math
 from collections import Counter
 from collections.abc import Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
 
-from .checks import check_float, check_float_tensor
+from .checks import check_float, check_float_tensor, check_positive_int, check_token_ids
 from .corpus import BUCKET_NAMES, Pair
+from .vocab import EOS, PAD
 
 __all__ = [
     "coverage_loss",
@@ -53,6 +61,11 @@ __all__ = [
     "monotonic_attention",
     "hard_monotonic_attention",
     "gumbel_straight_through",
+    "annealed_temperature",
+    "reinforce_sample",
+    "next_tokens",
+    "sentence_log_likelihood",
+    "reinforce_surrogate",
     "GRADIENT_ESTIMATORS",
     "hard_attention_gradients",
     "check_plain_soft_attention",
@@ -237,6 +250,171 @@ def gumbel_straight_through(
     return hard - y.detach() + y  # (B, S)
 
 
+def annealed_temperature(step: float, total: int, *, start: float, final: float) -> float:
+    """The Gumbel-softmax temperature at training step ``step`` of ``total``, lowered exponentially.
+
+    ``tau = max(final, start * exp(-r * step))`` with ``r = ln(start / final) / (total - 1)``: the
+    first step trains at ``start``, the last (``step = total - 1``) at ``final``, the middle one at
+    their geometric mean (Jang et al. 2017 anneal ``tau = max(tau_min, tau_0 exp(-r t))``; here
+    ``r`` is chosen so the schedule ends at ``final`` when the budget does).
+
+    Args:
+        step: the number of optimiser steps done, ``>= 0`` (a float for a share of a time budget:
+            ``annealed_temperature(share, 2, ...)``).
+        total: the budget's steps, an int ``>= 1`` (with 1 the only step trains at ``start``).
+        start: ``tau_0 > 0``.
+        final: ``0 < final <= start``.
+
+    Returns:
+        The temperature, a float in ``[final, start]``.
+
+    Raises:
+        TypeError, ValueError: ``step < 0``, ``total < 1``, temperatures not ``0 < final <= start``.
+    """
+    step = check_float("step", step)
+    total = check_positive_int("total", total)
+    start = check_float("start", start, strict=True)
+    final = check_float("final", final, strict=True)
+    if final > start:
+        raise ValueError(f"final must be <= start (the temperature falls), got final={final} > start={start}")
+    rate = math.log(start / final) / max(total - 1, 1)
+    return max(final, start * math.exp(-rate * step))
+
+
+def reinforce_sample(
+    scores: torch.Tensor, mask: torch.Tensor, *, generator: torch.Generator | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Sample one source position per row from the masked softmax of ``scores``, for REINFORCE.
+
+    The weights are the sample's one-hot and carry no gradient: the scores learn only through the
+    log-probability of the sample (:func:`reinforce_surrogate`), as in Xu et al.'s (2015) hard
+    attention.
+
+    Args:
+        scores: ``(B, S)`` raw scores.
+        mask: ``(B, S)`` bool, True at the positions that may be picked (every row needs one).
+        generator: optional random generator (tests); on the scores' device.
+
+    Returns:
+        ``(weights (B, S) one-hot without gradient, log_prob (B,) of the picked position, entropy (B,)
+        of the distribution)``; the last two carry the scores' gradient.
+
+    Raises:
+        TypeError, ValueError: ``scores`` not float ``(B, S)``; a mask that does not fit or has an
+            empty row.
+    """
+    check_float_tensor("scores", scores, dims=2, shape_text="(B, S)")
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.shape != scores.shape:
+        raise ValueError(f"mask must be a bool (B, S) = {tuple(scores.shape)} tensor")
+    if not bool(mask.any(-1).all()):
+        raise ValueError("mask has a row without True: there is no position to sample")
+    log_p = torch.log_softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)  # (B, S), -inf off the mask
+    p = log_p.exp()  # (B, S), exactly 0 off the mask
+    picked = torch.multinomial(p.detach(), 1, generator=generator)  # (B, 1)
+    log_prob = log_p.gather(1, picked).squeeze(1)  # (B,)
+    # 0 log 0 = 0 off the mask; filling log p first keeps the backward pass free of 0 * inf = NaN
+    entropy = -(p * log_p.masked_fill(~mask, 0.0)).sum(-1)  # (B,)
+    weights = F.one_hot(picked.squeeze(1), scores.size(1)).to(scores.dtype)  # (B, S)
+    return weights, log_prob, entropy
+
+
+def next_tokens(tgt_in: torch.Tensor) -> torch.Tensor:
+    """The next-token targets of decoder inputs ``tgt_in = <bos> + tokens``: ``tokens + <eos>``.
+
+    Row ``b`` of ``tgt_in`` is ``<bos> y_1 ... y_n`` then padding; its targets are
+    ``y_1 ... y_n <eos>`` then padding -- what :func:`attnlab.loaders.collate` pairs with it.
+
+    Args:
+        tgt_in: ``(B, T)`` integer ids, right-padded with ``PAD``.
+
+    Returns:
+        ``(B, T)`` int64 targets, ``PAD`` where ``tgt_in`` is.
+    """
+    check_token_ids("tgt_in", tgt_in)
+    keep = tgt_in != PAD  # (B, T)
+    shifted = torch.cat([tgt_in[:, 1:], torch.full_like(tgt_in[:, :1], PAD)], dim=1)  # (B, T)
+    last = keep & (shifted == PAD)  # (B, T): the last input of each row predicts <eos>
+    return torch.where(last, torch.full_like(shifted, EOS), shifted).masked_fill(~keep, PAD).long()  # (B, T)
+
+
+def sentence_log_likelihood(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Per sentence, the mean log-probability per token of ``targets`` under ``logits``.
+
+    ``r_b = (1 / n_b) sum_t log p(y_bt)`` over the ``n_b`` non-pad targets of row ``b``: the
+    sentence's log-likelihood divided by its length, so that sentences of every length give
+    rewards on one scale (one moving-average baseline serves them all).
+
+    Args:
+        logits: ``(B, T, V)`` floats.
+        targets: ``(B, T)`` ids in ``[0, V)``, ``PAD`` where there is no token (each row at least one).
+
+    Returns:
+        ``(B,)`` float32 (computed in float32 whatever the logits' dtype).
+
+    Raises:
+        TypeError, ValueError: shapes that do not fit, ids outside ``[0, V)``, a row without targets.
+    """
+    check_float_tensor("logits", logits, dims=3, shape_text="(B, T, V)")
+    check_token_ids("targets", targets, vocab_size=logits.size(2), device=logits.device)
+    if targets.shape != logits.shape[:2]:
+        raise ValueError(f"targets must be (B, T) = {tuple(logits.shape[:2])}, got {tuple(targets.shape)}")
+    keep = targets != PAD  # (B, T)
+    if not bool(keep.any(1).all()):
+        raise ValueError("targets has a row without a real token: its likelihood is undefined")
+    logp = torch.log_softmax(logits.float(), dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (B, T)
+    return (logp * keep).sum(1) / keep.sum(1)  # (B,)
+
+
+def reinforce_surrogate(
+    log_probs: torch.Tensor,
+    keep: torch.Tensor,
+    reward: torch.Tensor,
+    baseline: torch.Tensor | float,
+    *,
+    entropy: torch.Tensor | None = None,
+    entropy_bonus: float = 0.0,
+) -> torch.Tensor:
+    """The loss whose gradient is the REINFORCE estimate for sampled hard attention.
+
+    ``L = -(1/B) sum_b (r_b - b) sum_t log p(a_bt) - lambda_e * mean_{real b,t} H_bt``: the
+    advantage ``r_b - b`` is a constant (no gradient), so ``-dL`` is ``(r - b) d log p(a)``, the
+    score-function estimate of the gradient of the expected reward (Williams 1992); the optional
+    entropy term (Xu et al. 2015) keeps the attention from collapsing too early.
+
+    Args:
+        log_probs: ``(B, T)`` log-probability of the position sampled at each step.
+        keep: ``(B, T)`` bool, True at real target steps (padding steps add nothing).
+        reward: ``(B,)`` reward of each sentence (e.g. :func:`sentence_log_likelihood`); detached here.
+        baseline: scalar baseline ``b`` (a float or a 0-d tensor); detached here.
+        entropy: ``(B, T)`` entropy of each step's attention (needed when ``entropy_bonus > 0``).
+        entropy_bonus: ``lambda_e >= 0``.
+
+    Returns:
+        Scalar loss.
+
+    Raises:
+        TypeError, ValueError: shapes that do not fit, a negative bonus, a bonus without ``entropy``.
+    """
+    check_float_tensor("log_probs", log_probs, dims=2, shape_text="(B, T)")
+    B, T = log_probs.shape
+    if not isinstance(keep, torch.Tensor) or keep.dtype != torch.bool or keep.shape != log_probs.shape:
+        raise ValueError(f"keep must be a bool (B, T) = {(B, T)} tensor like log_probs")
+    check_float_tensor("reward", reward, dims=1, shape_text="(B,)")
+    if reward.shape != (B,):
+        raise ValueError(f"reward must be (B={B},), got {tuple(reward.shape)}")
+    bonus = check_float("entropy_bonus", entropy_bonus)
+    advantage = (reward - baseline).detach()  # (B,)
+    loss = -(advantage * (log_probs * keep).sum(1)).mean()
+    if bonus > 0:
+        if entropy is None:
+            raise ValueError("entropy_bonus > 0 needs the (B, T) entropy of each step")
+        check_float_tensor("entropy", entropy, dims=2, shape_text="(B, T)")
+        if entropy.shape != log_probs.shape:
+            raise ValueError(f"entropy must be (B, T) = {(B, T)} like log_probs, got {tuple(entropy.shape)}")
+        loss = loss - bonus * (entropy * keep).sum() / keep.sum().clamp_min(1)
+    return loss
+
+
 GRADIENT_ESTIMATORS = ("exact", "soft", "reinforce", "gumbel")
 
 
@@ -347,11 +525,11 @@ def check_plain_soft_attention(model, what: str) -> None:
     c = model.config
     if c.attention is None:
         raise ValueError(f"{what} needs a Seq2SeqRNN with attention (config.attention is None)")
-    if c.local or c.coverage or c.prev_conv or c.monotonic or c.hard:
+    if c.local or c.coverage or c.prev_conv or c.monotonic or c.hard or c.sources > 1:
         raise ValueError(
-            f"{what} is defined for plain global soft attention; this model has a local window or a "
-            f"lesson-07 switch (local={c.local!r}, coverage={c.coverage}, prev_conv={c.prev_conv}, "
-            f"monotonic={c.monotonic}, hard={c.hard!r})"
+            f"{what} is defined for plain global soft attention over one source; this model has a local "
+            f"window, several sources or a lesson-07 switch (local={c.local!r}, coverage={c.coverage}, "
+            f"prev_conv={c.prev_conv}, monotonic={c.monotonic}, hard={c.hard!r}, sources={c.sources})"
         )
 
 
@@ -442,6 +620,8 @@ def leave_one_out_importance(model, pair: Pair, src_vocab, tgt_vocab) -> torch.T
 
 def gold_fertility(pair: Pair) -> list[int]:
     """Per source word, the number of target tokens that have a sure link to it (its gold fertility).
+
+    What a ``fertility=N`` model's :meth:`attnlab.rnn.Seq2SeqRNN.predicted_fertility` estimates.
 
     Returns:
         ``len(pair.src)`` counts (``<eos>`` not included).

@@ -50,7 +50,6 @@ K  classes
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import math
@@ -63,16 +62,13 @@ from torch import nn
 
 from . import models, results
 from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from .checks import check_choice, check_positive_int, check_tensor, eval_mode
+from .checks import check_choice, check_positive_int, check_probability, check_tensor, eval_mode
 from .corpus import scenes as sc
 from .decoding import greedy_decode
 from .evaluate import corpus_bleu, count_params, exact_match
 from .experiments import MAX_STEPS_VAR, SHIPPED_VAR, max_steps, use_shipped
 from .profiles import PROFILES, get_device, get_profile, num_threads, train_threads
 from .train import (
-    Budget,
-    LossCurve,
-    StepProgress,
     TrainStats,
     curve_every_for,
     fit_budget,
@@ -399,9 +395,9 @@ def classification_dataloaders(
 ):
     """fastai ``DataLoaders`` of ``(images (B, C, H, W), labels (B,))`` batches (``n_inp`` 1).
 
-    The validation set is one batch: :class:`attnlab.train.LossCurve` weights each validation
-    batch by its count of non-``<pad>`` targets (tokens, for the text models); with one batch the
-    weight cancels and its figure is exactly the mean loss over the validation images.
+    The validation set is one batch, so the validation loss of :class:`attnlab.train.LossCurve`
+    (a mean over batches weighted by :func:`attnlab.train.target_count`, one per label here) is
+    exactly the mean loss over the validation images.
 
     Args:
         splits: the data (``test`` is not used).
@@ -443,24 +439,6 @@ def _num_classes(task: str, n_objects: tuple[int, ...]) -> int:
 # --------------------------------------------------------------------------------------------
 
 
-def _image_counter():
-    """A fastai callback counting training images and batches (built here: fastai is imported lazily)."""
-    from fastai.callback.core import Callback
-
-    class ImageCounter(Callback):
-        order = 49  # before Budget (50): the batch that ends the budget is counted
-
-        def before_fit(self):
-            self.images, self.batches = 0, 0
-
-        def after_batch(self):
-            if self.training:
-                self.images += len(self.yb[0])
-                self.batches += 1
-
-    return ImageCounter()
-
-
 def fit_classifier(
     model: nn.Module,
     dls,
@@ -476,57 +454,42 @@ def fit_classifier(
     loss_every: int | None = None,
     profile: str = "cpu",
 ) -> tuple[object, TrainStats]:
-    """Train an image classifier as :func:`attnlab.train.fit_budget` trains the text models.
+    """Train an image classifier with :func:`attnlab.train.fit_budget`, the text models' own training.
 
-    The same fastai ``Learner`` with the course's callbacks (:class:`attnlab.train.Budget` driving
-    the one-cycle schedule by the step budget, :class:`~attnlab.train.LossCurve`,
-    :class:`~attnlab.train.StepProgress`, gradient clipping), but with the cross-entropy of
-    ``(B, K)`` logits against ``(B,)`` labels and accuracy as the metric: ``fit_budget`` fixes its
-    loss to the masked cross-entropy of ``(B, T, V)`` logits.
+    The same fastai ``Learner`` and callbacks (:class:`attnlab.train.Budget` driving the one-cycle
+    schedule by the step budget, :class:`~attnlab.train.LossCurve`,
+    :class:`~attnlab.train.StepProgress`, gradient clipping); only the loss and the metric differ:
+    the cross-entropy of ``(B, K)`` logits against ``(B,)`` labels and accuracy.
 
     Args:
         model: called as ``model(images)``, returning ``(B, K)`` logits.
         dls: fastai ``DataLoaders`` of ``(images, labels)`` (:func:`classification_dataloaders`).
         steps: budget of optimiser steps.
-        lr, wd, clip, label_smoothing, pct_start, max_epochs, progress, loss_every, profile: as
+        lr, wd, clip, pct_start, max_epochs, progress, loss_every, profile: as
             :func:`attnlab.train.fit_budget`.
+        label_smoothing: of the cross-entropy, in ``[0, 1)``.
 
     Returns:
-        ``(learner, stats)``; ``stats.tokens`` counts the training **images** and
+        ``(learner, stats)``; ``stats.tokens`` counts the training **images** (one label each) and
         ``stats.tokens_per_second`` their rate.
     """
-    from fastai.callback.training import GradientClip
-    from fastai.learner import Learner
     from fastai.metrics import accuracy
 
-    check_positive_int("max_epochs", max_epochs)
-    budget, counter = Budget(steps=steps), _image_counter()
-    curve = LossCurve(loss_every) if loss_every is not None else None
-    show = StepProgress(budget) if progress else None
-    extra = [c for c in (curve, show) if c is not None]
-    learn = Learner(
-        dls,
+    return fit_budget(
         model,
-        loss_func=nn.CrossEntropyLoss(label_smoothing=label_smoothing),
-        metrics=[accuracy],
-        cbs=[GradientClip(clip), budget, counter, *extra],
-    )
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(learn.no_bar())
-        stack.enter_context(learn.no_logging())
-        learn.fit_one_cycle(max_epochs, lr, wd=wd, pct_start=pct_start)
-    spent = budget.elapsed
-    final = float(learn.recorder.losses[-1]) if learn.recorder.losses else float("nan")
-    stats = TrainStats(
-        seconds=round(spent, 2),
-        steps=counter.batches,
-        tokens=counter.images,
-        tokens_per_second=round(counter.images / max(spent, 1e-9), 1),
-        final_loss=round(final, 4),
+        dls,
+        steps=steps,
+        lr=lr,
+        wd=wd,
+        clip=clip,
+        pct_start=pct_start,
+        max_epochs=max_epochs,
+        progress=progress,
+        loss_every=loss_every,
         profile=profile,
-        loss_curve=curve.points if curve is not None else [],
+        loss_func=nn.CrossEntropyLoss(label_smoothing=check_probability("label_smoothing", label_smoothing)),
+        metrics=[accuracy],
     )
-    return learn, stats
 
 
 # --------------------------------------------------------------------------------------------

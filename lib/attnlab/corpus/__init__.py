@@ -9,6 +9,8 @@ positions it translates.
 * :mod:`~attnlab.corpus.english`, :mod:`~attnlab.corpus.french`, :mod:`~attnlab.corpus.korean`
   -- each turns an abstract sentence into tokens (and, for the targets, alignments);
 * :mod:`~attnlab.corpus.splits` -- :class:`Pair`, length buckets, train/valid/test splits, cache;
+* :mod:`~attnlab.corpus.triples` -- lesson 07's multi-source corpus: each sentence in English, French
+  and Korean with both gold link sets (:class:`~attnlab.corpus.triples.Triple`);
 * :mod:`~attnlab.corpus.tsv` -- a real tab-separated corpus and its tokenisers;
 * :mod:`~attnlab.corpus.scenes` -- lesson 09's generated images with captions and gold regions;
 * :mod:`~attnlab.corpus.signals` -- lesson 09's tone-burst "speech" with gold frame spans;
@@ -19,6 +21,7 @@ noun) and English→Korean (``target="ko"``, verb-final with prenominal relative
 reordering spans whole phrases).
 """
 
+from . import triples
 from .splits import (
     BUCKET_NAMES,
     BUCKETS,
@@ -59,6 +62,7 @@ __all__ = [
     "load_tsv",
     "tokenize_en",
     "tokenize_fr",
+    "triples",
     "scenes",
     "signals",
     "documents",
@@ -76,4 +80,3 @@ def __getattr__(name: str):
 
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
