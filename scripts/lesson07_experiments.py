@@ -19,6 +19,11 @@ well -- ``bahdanau``, ``luong_concat`` and ``luong_location`` -- go through two 
 with leave-one-out importance (:func:`attnlab.variants.leave_one_out_importance`) on 60 test
 sentences of 11-20 tokens; the figures go to ``data/results/comparisons/lesson07_explanation.json``.
 
+``--seeds`` trains ``bahdanau`` and ``luong_location`` again with seeds 1 and 2 (shipped as
+``NAME_seedK``: the variance of attention across seeds); ``--deep-decoder`` trains the lesson-6
+Transformer with four decoder layers (``transformer_dec4``, for Shift-Att in
+``scripts/lesson07_explain.py``).
+
 Afterwards (or with ``--table-only``) every shipped lesson-07 run and its baselines are decoded on the
 test split once more to count dropped and repeated words per bucket
 (:func:`attnlab.variants.coverage_errors`); the counts go to
@@ -57,6 +62,9 @@ RUNS = [
     ("bahdanau_fertility", "fr"),
     ("bahdanau_fertility", "ko"),
     ("bahdanau_fertility_noloss", "fr"),
+    ("bahdanau_fertility_noloss", "ko"),
+    ("bahdanau_coverage_noloss", "fr"),
+    ("bahdanau_coverage_noloss", "ko"),
     ("bahdanau_gumbel_annealed", "fr"),
     ("bahdanau_gumbel_annealed", "ko"),
     ("bahdanau_reinforce", "fr"),

@@ -116,7 +116,7 @@ def test_korean_pair_from_the_command_line(tmp_data_dir, monkeypatch, capsys):
     assert (meta["pair"], meta["corpus_version"], source) == ("ko", "test-ko", "live run")
     # A checkpoint of an older corpus version is not used.
     monkeypatch.setattr(experiments, "corpus_version", lambda pair="fr": f"test-{pair}-2")
-    with pytest.raises(CheckpointError, match="live run: trained on corpus test-ko, now test-ko-2"):
+    with pytest.raises(CheckpointError, match="live run: trained on corpus 'test-ko', now 'test-ko-2'"):
         experiments.load_trained("rnn_noattn_ko")
 
 

@@ -29,7 +29,7 @@ import argparse
 import dataclasses
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -320,6 +320,7 @@ for _name, _desc, _model in (
         "coverage vector in the score + coverage loss (weight 1)",
         dict(coverage=True, coverage_loss=1.0),
     ),
+    ("bahdanau_coverage_noloss", "coverage vector in the score, no coverage loss", dict(coverage=True)),
     ("bahdanau_supervised", "supervised attention (lambda = 1)", dict(align_loss=1.0)),
     ("bahdanau_supervised_low", "supervised attention (lambda = 0.1)", dict(align_loss=0.1)),
     ("bahdanau_location_aware", "location-aware attention (convolution of width 5)", dict(prev_conv=5)),
@@ -466,7 +467,7 @@ def run(
     cap = max_steps()
     exp = preset(name, profile)
     if use_shipped() and steps is None and seconds is None and seed == 0 and not ship and not changed:
-        return _load_shipped_run(out)
+        return load_shipped_run(out, load_trained, "run its lesson or `make checkpoints`")
     exp = exp.with_budget(steps=steps, seconds=seconds).with_changes(model=model_config, bs=bs)
     capped = cap is not None and exp.steps is not None and exp.steps > cap
     if capped:
@@ -597,15 +598,6 @@ def _check_out(out) -> str:
     return out
 
 
-def _load_shipped_run(out: str) -> tuple[torch.nn.Module, dict]:
-    """The shipped checkpoint and results of ``out``, for :func:`run` under ``ATTNLAB_USE_SHIPPED=1``."""
-    model, meta, _ = load_trained(out, prefer_live=False)
-    res = dict(read_result(out), source=f"shipped ({SHIPPED_VAR}=1: loaded, not trained)")
-    print(f"{SHIPPED_VAR}=1: loaded the shipped {out!r} ({res.get('train_steps', '?')} steps), not trained")
-    model.to(get_device())
-    return model, res
-
-
 def _learning_curve(model, snapshots, final: dict, test, src_vocab, tgt_vocab, pair: str) -> list[dict]:
     """Score each weight snapshot on the longest test bucket; the final weights end the curve.
 
@@ -694,6 +686,77 @@ def corpus_data(
     )
 
 
+def find_trained(
+    name: str,
+    *,
+    expected: Callable[[dict], str],
+    data: str,
+    hint: str,
+    family: str | None = None,
+    prefer_live: bool = True,
+    device="cpu",
+):
+    """The first checkpoint called ``name`` trained on the current data: the one search every lesson's loader shares.
+
+    Args:
+        name: the file name (``data/runs`` or ``data/checkpoints``).
+        expected: the data version a checkpoint must have been trained on, from its JSON (``meta``).
+        data: what the data is called in messages (``"corpus"``, ``"scenes"``, ``"triples"``).
+        hint: the sentence of the error that says how to make one.
+        family: the model family the checkpoint must hold (``None``: any).
+        prefer_live: look at the learner's run first (``False``: the shipped checkpoint first).
+        device: where to put the model.
+
+    Returns:
+        ``(model, meta, source)`` with ``source`` either ``"live run"`` or ``"shipped"``.
+
+    Raises:
+        CheckpointError: no place holds a checkpoint of the current data version; one that exists
+            is damaged, holds another family, or names data that ``expected`` refuses (a damaged
+            file is reported, never skipped in favour of another).
+    """
+    tried = []
+    for shipped, label in results.sources(prefer_live=prefer_live):
+        base = results.checkpoint_path(name, shipped=shipped)
+        if not (base.with_suffix(".json").exists() or base.with_suffix(".safetensors").exists()):
+            tried.append(f"{label}: none at {base}")
+            continue
+        model, meta = load_checkpoint(base, device=device)
+        if family is not None and meta["kind"] != family:
+            raise CheckpointError(f"{base}.json holds a {meta['kind']!r} model, but {name!r} is a {family!r} one")
+        try:
+            want = expected(meta)
+        except ValueError as exc:
+            raise CheckpointError(f"{base}.json: {exc}") from exc
+        if meta["corpus_version"] == want:
+            return model, meta, label
+        tried.append(f"{label}: trained on {data} {meta['corpus_version']!r}, now {want!r}")
+    raise CheckpointError(f"no checkpoint of {name!r} for the current {data} ({'; '.join(tried)}); {hint}")
+
+
+def load_shipped_run(name: str, loader: Callable, hint: str) -> tuple[torch.nn.Module, dict]:
+    """The shipped checkpoint and results of ``name`` for a run under ``ATTNLAB_USE_SHIPPED=1`` (loaded, not trained).
+
+    Args:
+        name: the run's file name.
+        loader: the lesson's ``load_trained(name, prefer_live=...)``.
+        hint: how to make the shipped files, for the error.
+
+    Raises:
+        CheckpointError: only a live run exists, or the shipped results are missing.
+    """
+    model, _, source = loader(name, prefer_live=False)
+    if source != results.SHIPPED:
+        raise CheckpointError(f"{SHIPPED_VAR}=1 but {name!r} has no shipped checkpoint (only a live run); {hint}")
+    try:
+        res = read_result(name, shipped=True)
+    except FileNotFoundError as exc:
+        raise CheckpointError(f"{SHIPPED_VAR}=1 but {exc}; {hint}") from exc
+    res = dict(res, source=f"shipped ({SHIPPED_VAR}=1: loaded, not trained)")
+    print(f"{SHIPPED_VAR}=1: loaded the shipped {name!r} ({res.get('train_steps', '?')} steps), not trained")
+    return model.to(get_device()), res
+
+
 def load_trained(name: str, *, prefer_live: bool = True, device="cpu"):
     """Load a trained model: the learner's own live run when there is one, else the shipped one.
 
@@ -709,22 +772,13 @@ def load_trained(name: str, *, prefer_live: bool = True, device="cpu"):
         CheckpointError: no place holds a checkpoint of the current corpus version, or one that
             exists is damaged (a damaged file is reported, never skipped in favour of another).
     """
-    tried = []
-    for shipped, label in results.sources(prefer_live=prefer_live):
-        base = results.checkpoint_path(name, shipped=shipped)
-        if not (base.with_suffix(".json").exists() or base.with_suffix(".safetensors").exists()):
-            tried.append(f"{label}: none at {base}")
-            continue
-        model, meta = load_checkpoint(base, device=device)
-        try:
-            expected = corpus_version(check_pair(meta.get("pair", "fr")))
-        except ValueError as exc:
-            raise CheckpointError(f"{base}.json: {exc}") from exc
-        if meta["corpus_version"] == expected:
-            return model, meta, label
-        tried.append(f"{label}: trained on corpus {meta['corpus_version']}, now {expected}")
-    raise CheckpointError(
-        f"no checkpoint of {name!r} for the current corpus ({'; '.join(tried)}); run its lesson or `make checkpoints`"
+    return find_trained(
+        name,
+        expected=lambda meta: corpus_version(check_pair(meta.get("pair", "fr"))),
+        data="corpus",
+        hint="run its lesson or `make checkpoints`",
+        prefer_live=prefer_live,
+        device=device,
     )
 
 

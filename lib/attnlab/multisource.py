@@ -72,7 +72,7 @@ from torch import nn
 from torch.nn.utils.rnn import pad_sequence
 
 from . import experiments, models, results
-from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from .checkpoint import save_checkpoint
 from .checks import (
     check_choice,
     check_int,
@@ -88,7 +88,7 @@ from .corpus.splits import Pair
 from .corpus.triples import CORPUS_VERSION, LANG_NAMES, LANGS, Triple, TripleSplits, load_triple_splits
 from .decoding import beam_search
 from .evaluate import _batches, alignment_agreement, alignment_error_rate, corpus_bleu, corpus_chrf, exact_match
-from .experiments import MAX_STEPS_VAR, SHIPPED_VAR, Experiment, max_steps, use_shipped
+from .experiments import MAX_STEPS_VAR, Experiment, max_steps, use_shipped
 from .loaders import collate, encode_pairs
 from .profiles import get_device, get_profile, num_threads, train_threads
 from .rnn import RNNConfig, Seq2SeqRNN, StatesEncoderDecoder, encode_tokens
@@ -735,7 +735,7 @@ def run(
     if data is not None and not isinstance(data, TripleSplits):
         raise TypeError(f"data must be TripleSplits (attnlab.corpus.triples), got {type(data).__name__}")
     if use_shipped() and steps is None and seed == 0 and not ship and data is None:
-        return _load_shipped_run(name)
+        return experiments.load_shipped_run(name, load_trained, "run scripts/lesson07_multisource.py")
     exp = exp.with_budget(steps=steps)
     cap = max_steps()
     capped = cap is not None and exp.steps > cap
@@ -804,23 +804,6 @@ def run(
     return model, res
 
 
-def _load_shipped_run(name: str) -> tuple[MultiSourceRNN, dict]:
-    """The shipped checkpoint and results of ``name``, for :func:`run` under ``ATTNLAB_USE_SHIPPED=1``."""
-    model, _, source = load_trained(name, prefer_live=False)
-    if source != results.SHIPPED:
-        raise CheckpointError(
-            f"{SHIPPED_VAR}=1 but {name!r} has no shipped checkpoint (only a live run); "
-            "run scripts/lesson07_multisource.py"
-        )
-    try:
-        res = results.read_result(name, shipped=True)
-    except FileNotFoundError as exc:
-        raise CheckpointError(f"{SHIPPED_VAR}=1 but {exc}; run scripts/lesson07_multisource.py") from exc
-    res = dict(res, source=f"shipped ({SHIPPED_VAR}=1: loaded, not trained)")
-    print(f"{SHIPPED_VAR}=1: loaded the shipped {name!r} ({res.get('train_steps', '?')} steps), not trained")
-    return model.to(get_device()), res
-
-
 def load_trained(name: str, *, prefer_live: bool = True, device: str | torch.device = "cpu"):
     """Load a trained multi-source model: the learner's own run when there is one, else the shipped one.
 
@@ -839,21 +822,14 @@ def load_trained(name: str, *, prefer_live: bool = True, device: str | torch.dev
             damaged or holds another model (a damaged file is reported, never skipped).
     """
     preset(name, "cpu")
-    tried = []
-    for shipped, label in results.sources(prefer_live=prefer_live):
-        base = results.checkpoint_path(name, shipped=shipped)
-        if not (base.with_suffix(".json").exists() or base.with_suffix(".safetensors").exists()):
-            tried.append(f"{label}: none at {base}")
-            continue
-        model, meta = load_checkpoint(base, device=device)
-        if meta["kind"] != "multisource":
-            raise CheckpointError(f"{base}.json holds a {meta['kind']!r} model, but {name!r} is a 'multisource' one")
-        if meta["corpus_version"] == CORPUS_VERSION:
-            return model, meta, label
-        tried.append(f"{label}: trained on triples {meta['corpus_version']!r}, now {CORPUS_VERSION!r}")
-    raise CheckpointError(
-        f"no checkpoint of {name!r} for the current triples ({'; '.join(tried)}); "
-        "run it (attnlab.multisource.run) or scripts/lesson07_multisource.py"
+    return experiments.find_trained(
+        name,
+        expected=lambda meta: CORPUS_VERSION,
+        data="triples",
+        hint="run it (attnlab.multisource.run) or scripts/lesson07_multisource.py",
+        family="multisource",
+        prefer_live=prefer_live,
+        device=device,
     )
 
 

@@ -60,13 +60,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from . import models, results
-from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from . import experiments, models, results
+from .checkpoint import save_checkpoint
 from .checks import check_choice, check_positive_int, check_probability, check_tensor, eval_mode
 from .corpus import scenes as sc
 from .decoding import greedy_decode
 from .evaluate import corpus_bleu, count_params, exact_match
-from .experiments import MAX_STEPS_VAR, SHIPPED_VAR, max_steps, use_shipped
+from .experiments import MAX_STEPS_VAR, max_steps, use_shipped
 from .profiles import PROFILES, get_device, get_profile, num_threads, train_threads
 from .train import (
     TrainStats,
@@ -549,7 +549,7 @@ def run(
     if world_size() > 1:
         raise ValueError("lesson-9 models train on one process; launch without a distributed launcher")
     if use_shipped() and steps is None and seed == 0 and not ship and data is None:
-        return _load_shipped_run(name)
+        return experiments.load_shipped_run(name, load_trained, "run scripts/lesson09_experiments.py")
     exp = exp.with_budget(steps)
     cap = max_steps()
     capped = cap is not None and exp.steps > cap
@@ -635,23 +635,6 @@ def _data_record(exp: VisionExperiment, data) -> dict:
     return {"version": SCENES_VERSION, "task": exp.task, "n_objects": list(exp.n_objects), "seed": DATA_SEED, **sizes}
 
 
-def _load_shipped_run(name: str) -> tuple[nn.Module, dict]:
-    """The shipped checkpoint and results of ``name``, for :func:`run` under ``ATTNLAB_USE_SHIPPED=1``."""
-    model, _, source = load_trained(name, prefer_live=False)
-    if source != results.SHIPPED:
-        raise CheckpointError(
-            f"{SHIPPED_VAR}=1 but {name!r} has no shipped checkpoint (only a live run); "
-            "run scripts/lesson09_experiments.py"
-        )
-    try:
-        res = results.read_result(name, shipped=True)
-    except FileNotFoundError as exc:
-        raise CheckpointError(f"{SHIPPED_VAR}=1 but {exc}; run scripts/lesson09_experiments.py") from exc
-    res = dict(res, source=f"shipped ({SHIPPED_VAR}=1: loaded, not trained)")
-    print(f"{SHIPPED_VAR}=1: loaded the shipped {name!r} ({res.get('train_steps', '?')} steps), not trained")
-    return model.to(get_device()), res
-
-
 def load_trained(name: str, *, prefer_live: bool = True, device: str | torch.device = "cpu"):
     """Load a trained lesson-9 model: the learner's own run when there is one, else the shipped one.
 
@@ -672,22 +655,14 @@ def load_trained(name: str, *, prefer_live: bool = True, device: str | torch.dev
     """
     if not isinstance(name, str) or name not in VISION_EXPERIMENTS:
         raise KeyError(f"unknown lesson-9 experiment {name!r}; known: {sorted(VISION_EXPERIMENTS)}")
-    tried = []
-    family = VISION_EXPERIMENTS[name]["cpu"].family
-    for shipped, label in results.sources(prefer_live=prefer_live):
-        base = results.checkpoint_path(name, shipped=shipped)
-        if not (base.with_suffix(".json").exists() or base.with_suffix(".safetensors").exists()):
-            tried.append(f"{label}: none at {base}")
-            continue
-        model, meta = load_checkpoint(base, device=device)
-        if meta["kind"] != family:
-            raise CheckpointError(f"{base}.json holds a {meta['kind']!r} model, but {name!r} is a {family!r}")
-        if meta["corpus_version"] == SCENES_VERSION:
-            return model, meta, label
-        tried.append(f"{label}: trained on scenes {meta['corpus_version']!r}, now {SCENES_VERSION!r}")
-    raise CheckpointError(
-        f"no checkpoint of {name!r} for the current scenes ({'; '.join(tried)}); "
-        f"run it (attnlab.vision_experiments.run) or scripts/lesson09_experiments.py"
+    return experiments.find_trained(
+        name,
+        expected=lambda meta: SCENES_VERSION,
+        data="scenes",
+        hint="run it (attnlab.vision_experiments.run) or scripts/lesson09_experiments.py",
+        family=VISION_EXPERIMENTS[name]["cpu"].family,
+        prefer_live=prefer_live,
+        device=device,
     )
 
 
