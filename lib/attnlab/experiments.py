@@ -64,6 +64,9 @@ __all__ = [
     "build_model",
     "run",
     "load_trained",
+    "find_trained",
+    "load_shipped_run",
+    "save_run",
     "read_result",
     "use_shipped",
     "SHIPPED_VAR",
@@ -557,18 +560,35 @@ def run(
     }
     res = results.json_ready(res)  # e.g. align_function is NaN when a test split has no function words
     if save:
-        save_checkpoint(
-            model.cpu(),
-            results.checkpoint_path(out, shipped=ship),
+        save_run(
+            model,
+            out,
+            res,
+            ship=ship,
+            device=device,
             src_vocab=src_vocab,
             tgt_vocab=tgt_vocab,
-            metrics=res,
             extra={"experiment": dataclasses.asdict(exp), "pair": pair},
             corpus_version=version,
         )
-        model.to(device)
-        results.write_result(out, res, shipped=ship)
     return model, res
+
+
+def save_run(model: torch.nn.Module, out: str, res: dict, *, ship: bool, device, **checkpoint) -> None:
+    """Write a trained run's checkpoint and results, each once (every lesson's ``run`` ends here).
+
+    Args:
+        model: the trained model; it is saved from the CPU and moved back to ``device``.
+        out: the file name of both.
+        res: the results dict (also stored as the checkpoint's metrics).
+        ship: the committed ``data/checkpoints`` / ``data/results`` instead of ``data/runs``.
+        device: where the model goes back to.
+        **checkpoint: the rest of :func:`attnlab.checkpoint.save_checkpoint`'s arguments
+            (vocabularies, ``extra``, ``corpus_version``).
+    """
+    save_checkpoint(model.cpu(), results.checkpoint_path(out, shipped=ship), metrics=res, **checkpoint)
+    model.to(device)
+    results.write_result(out, res, shipped=ship)
 
 
 def check_real_corpus(exp: Experiment, pair: str = "fr", curve_every: int | None = None) -> None:

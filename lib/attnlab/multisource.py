@@ -72,7 +72,6 @@ from torch import nn
 from torch.nn.utils.rnn import pad_sequence
 
 from . import experiments, models, results
-from .checkpoint import save_checkpoint
 from .checks import (
     check_choice,
     check_int,
@@ -790,17 +789,17 @@ def run(
     }
     res = results.json_ready(res)
     if save:
-        save_checkpoint(
-            model.cpu(),
-            results.checkpoint_path(name, shipped=ship),
+        experiments.save_run(
+            model,
+            name,
+            res,
+            ship=ship,
+            device=device,
             src_vocab=src_vocab,
             tgt_vocab=tgt_vocab,
-            metrics=res,
             extra={"experiment": dataclasses.asdict(exp), "task": TASK},
             corpus_version=CORPUS_VERSION,
         )
-        model.to(device)
-        results.write_result(name, res, shipped=ship)
     return model, res
 
 

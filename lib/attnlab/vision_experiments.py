@@ -61,7 +61,6 @@ import torch
 from torch import nn
 
 from . import experiments, models, results
-from .checkpoint import save_checkpoint
 from .checks import check_choice, check_positive_int, check_probability, check_tensor, eval_mode
 from .corpus import scenes as sc
 from .decoding import greedy_decode
@@ -613,16 +612,16 @@ def run(
         extra = {"experiment": dataclasses.asdict(exp), "task": exp.task}
         if not captioner:
             extra["label_names"] = list(data.train.label_names)
-        save_checkpoint(
-            model.cpu(),
-            results.checkpoint_path(name, shipped=ship),
+        experiments.save_run(
+            model,
+            name,
+            res,
+            ship=ship,
+            device=device,
             tgt_vocab=sc.caption_vocab() if captioner else None,
-            metrics=res,
             extra=extra,
             corpus_version=SCENES_VERSION,
         )
-        model.to(device)
-        results.write_result(name, res, shipped=ship)
     return model, res
 
 
