@@ -62,7 +62,7 @@ site: setup
 # The exercise version of every lesson: exercises/NN_*.ipynb, each solution replaced by a stub
 # (solutions stay in notebooks/; tests/test_exercises.py proves every check fails on its stub).
 exercises: setup
-	$(PY) -m attnlab.exercises --notebooks notebooks --out exercises
+	$(PY) -m attnlab.course.exercises --notebooks notebooks --out exercises
 
 # One lesson's checks, e.g. `make lesson N=02`.
 lesson: setup
@@ -77,13 +77,13 @@ bench: setup
 # models get the lessons' budget; the Luong variants get compare_luong.py's longer one.
 SHIPPED_MODELS := rnn_noattn bahdanau transformer
 checkpoints: setup
-	$(PY) -m attnlab.experiments $(SHIPPED_MODELS) --pair fr --ship --curve-every 100
-	$(PY) -m attnlab.experiments $(SHIPPED_MODELS) --pair ko --ship --curve-every 100
+	$(PY) -m attnlab.training.experiments $(SHIPPED_MODELS) --pair fr --ship --curve-every 100
+	$(PY) -m attnlab.training.experiments $(SHIPPED_MODELS) --pair ko --ship --curve-every 100
 	$(PY) scripts/compare_luong.py --pair fr ko --jobs 2
 	$(PY) scripts/lesson07_experiments.py
 	$(PY) scripts/lesson08_experiments.py
 	$(PY) scripts/make_shipped_fixture.py
-	$(PY) -m attnlab.report --readme
+	$(PY) -m attnlab.training.report --readme
 
 clean-corpus:
 	rm -rf data/corpus

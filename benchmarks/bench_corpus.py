@@ -3,10 +3,10 @@
 Run: ``python benchmarks/bench_corpus.py`` (defaults: 200,000 and 1,000,000 pairs; WMT'14 En→Fr has
 about 36M, and 1M is enough to measure the rates). ``--pairs 100000 300000`` runs smaller.
 
-The corpus is the course's own English→French generator (:func:`attnlab.corpus.generate_pairs`)
+The corpus is the course's own English→French generator (:func:`attnlab.data.corpus.generate_pairs`)
 written as an ``English<TAB>French`` file, 10,000 pairs at a time, so generating it needs no memory
 either; the smaller file is the first lines of the larger one. Each size then runs in a fresh
-Python process (peak memory is per process) through :func:`attnlab.realcorpus.prepare` and one
+Python process (peak memory is per process) through :func:`attnlab.data.realcorpus.prepare` and one
 pass of ``--batches`` training batches, and the script prints the figures side by side:
 
 * tokenizer training time (both sides, on a sample of at most ``--sample`` pairs);
@@ -46,7 +46,7 @@ def _text(tokens) -> str:
 
 def write_generated(path: Path, n: int, chunk: int = 10_000) -> None:
     """``n`` generated pairs as ``English<TAB>French`` lines, ``chunk`` at a time (seed = chunk number)."""
-    from attnlab.corpus import generate_pairs
+    from attnlab.data.corpus import generate_pairs
 
     with open(path, "w", encoding="utf-8") as f:
         for i, start in enumerate(range(0, n, chunk)):
@@ -113,7 +113,7 @@ def child(args) -> dict:
     import torch  # noqa: F401  (imported before the baseline: every real run has it loaded)
     from fastai.data.core import DataLoaders  # noqa: F401
 
-    from attnlab import realcorpus
+    from attnlab.data import realcorpus
 
     base_hwm, base_anon = _vm_hwm(), _HeapSampler.rss_anon()
     sampler = _HeapSampler()

@@ -2,7 +2,7 @@
 
 Run: ``python benchmarks/bench_decode.py`` (defaults: the trained ``transformer`` checkpoint, the
 2,000-sentence test split, batches of 250, greedy, the current torch thread count). Both runs go
-through :func:`attnlab.evaluate.translate`, the function behind the course's
+through :func:`attnlab.models.decoding.translate`, the function behind the course's
 ``sentences_per_second``; the script prints sentences/second side by side, the speed-up, and
 checks that both runs produce the same translations. Target: the test split in <= 5 s with the
 cache (a prototype without one needed 18-40 s on a 2-core CPU). A measurement, not a test.
@@ -16,10 +16,10 @@ import os
 
 import torch
 
-from attnlab.corpus import load_splits
-from attnlab.evaluate import translate
-from attnlab.experiments import load_trained
-from attnlab.vocab import build_vocabs
+from attnlab.data.corpus import load_splits
+from attnlab.data.vocab import build_vocabs
+from attnlab.models.decoding import translate
+from attnlab.training.experiments import load_trained
 
 
 def run(name: str = "transformer", limit: int | None = None, bs: int = 250, beam: int = 1) -> dict:

@@ -4,7 +4,7 @@ Run: ``python benchmarks/bench_mha.py`` (defaults: batch 32, length 128, width 2
 2 threads; ``--causal`` and ``--padding`` add masks). Prints the median time of each variant and
 its ratio to ``nn.MultiheadAttention``. Both modules get the same masks, each in its own
 convention: ours ``key_keep`` (``True`` = real token), PyTorch's ``key_padding_mask`` (``True`` =
-padding, converted with :func:`attnlab.masks.to_nn_mha_mask`).
+padding, converted with :func:`attnlab.core.masks.to_nn_mha_mask`).
 Targets: fast path <= 1.1x, weights path <= 2x ``nn.MultiheadAttention`` (need_weights=False,
 PyTorch's own fast configuration). This is a measurement, not a test: nothing asserts on time.
 """
@@ -19,8 +19,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from attnlab.attention import MultiHeadAttention
-from attnlab.masks import causal_mask, padding_mask, to_nn_mha_mask
+from attnlab.core.attention import MultiHeadAttention
+from attnlab.core.masks import causal_mask, padding_mask, to_nn_mha_mask
 
 
 def _fwd_bwd_seconds(fn: Callable[[], torch.Tensor], params: list[torch.Tensor]) -> float:

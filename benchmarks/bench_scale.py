@@ -4,7 +4,7 @@ Run: ``python benchmarks/bench_scale.py`` (defaults: one head of width 64, N = 2
 block 256, 1 thread; ``--threads``, ``--block``, ``--max-n``, ``--min-run-time``).
 
 For each N it prints the median forward time (``torch.utils.benchmark``) and the peak tensor memory
-of the forward pass (:func:`attnlab.scale.peak_memory`, every allocation tracked; inputs not
+of the forward pass (:func:`attnlab.core.scale.peak_memory`, every allocation tracked; inputs not
 counted) of the three, with the ratios naive / tiled side by side, and the exponents of the
 log-log fits. Then the key/value cache of the course Transformer with 4, 2 and 1 key/value heads,
 measured on real cache tensors against the formula ``2 L Hkv D T B bytes``.
@@ -19,7 +19,7 @@ import argparse
 import torch
 import torch.nn.functional as F
 
-from attnlab.scale import (
+from attnlab.core.scale import (
     fitted_exponent,
     kv_cache_bytes,
     median_seconds,
@@ -28,7 +28,7 @@ from attnlab.scale import (
     tensor_bytes,
     tiled_attention,
 )
-from attnlab.transformer import Transformer, TransformerConfig
+from attnlab.models.transformer import Transformer, TransformerConfig
 
 
 def attention_table(ns: list[int], block: int, head_dim: int, min_run_time: float) -> list[dict]:

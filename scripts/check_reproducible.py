@@ -34,8 +34,8 @@ def one_run(name: str, pair: str, steps: int | None) -> dict:
     """Train once as the lesson does; return the results without timing fields, plus the weights' digest."""
     import torch
 
-    from attnlab import experiments
-    from attnlab.profiles import use_course_threads
+    from attnlab.core.profiles import use_course_threads
+    from attnlab.training import experiments
 
     use_course_threads()
     model, res = experiments.run(name, pair=pair, steps=steps, progress=False, save=False)

@@ -6,7 +6,7 @@ Usage::
                                     [--curve-every 100] [--only NAME ...] [--table-only]
 
 Each variant (``luong_dot``, ``luong_general``, ... see :data:`VARIANTS`) is trained through
-:func:`attnlab.experiments.run` with its preset and the **lesson's budget** (the preset's steps,
+:func:`attnlab.training.experiments.run` with its preset and the **lesson's budget** (the preset's steps,
 the same for every variant; ``--steps`` sets another), once per seed and pair. A step budget makes
 the runs independent of the machine's load, so ``--jobs`` runs several at once (one thread each).
 
@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 
-from attnlab import experiments, results
+from attnlab.training import experiments, results
 
 VARIANTS = (
     "luong_dot",
@@ -62,8 +62,8 @@ _DATA: dict[str, tuple] = {}  # pair -> (splits, src_vocab, tgt_vocab), per work
 
 def _data(pair: str):
     if pair not in _DATA:
-        from attnlab.corpus import load_splits
-        from attnlab.vocab import build_vocabs
+        from attnlab.data.corpus import load_splits
+        from attnlab.data.vocab import build_vocabs
 
         splits = load_splits(target=pair)
         _DATA[pair] = (splits, *build_vocabs(splits))

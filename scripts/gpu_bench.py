@@ -1,8 +1,8 @@
-"""Training speed and peak GPU memory of the gpu presets, against :func:`attnlab.profiles.estimate`.
+"""Training speed and peak GPU memory of the gpu presets, against :func:`attnlab.training.estimate.estimate`.
 
 Run: ``python scripts/gpu_bench.py [--names rnn_noattn bahdanau transformer] [--steps 60] [--out FILE]``
 (part of ``scripts/gpu_check.sh``; see scripts/GPU.md). For each preset, a fresh model trains
-``--steps`` optimiser steps through the course's path (:func:`attnlab.train.fit_budget`, fastai) on
+``--steps`` optimiser steps through the course's path (:func:`attnlab.training.train.fit_budget`, fastai) on
 the English->French training split at the preset's batch size, after ``--warmup`` steps that are
 not timed (CUDA start-up, kernel selection). Printed and written as JSON: steps/s, target tokens/s,
 ``torch.cuda.max_memory_allocated`` of the timed steps, and the estimate's total for the same batch
@@ -24,12 +24,13 @@ from pathlib import Path
 
 import torch
 
-from attnlab import experiments
-from attnlab.corpus import load_splits
-from attnlab.loaders import make_dataloaders
-from attnlab.profiles import ProfileWarning, estimate, get_device, use_course_threads
-from attnlab.train import fit_budget, set_seed
-from attnlab.vocab import build_vocabs
+from attnlab.core.profiles import ProfileWarning, get_device, use_course_threads
+from attnlab.data.corpus import load_splits
+from attnlab.data.loaders import make_dataloaders
+from attnlab.data.vocab import build_vocabs
+from attnlab.training import experiments
+from attnlab.training.estimate import estimate
+from attnlab.training.train import fit_budget, set_seed
 
 MiB = 2**20
 

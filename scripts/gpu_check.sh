@@ -5,7 +5,7 @@
 #   2. runs the training lessons under pytest --nbval-lax with ATTNLAB_PROFILE=gpu, side by side
 #      (one process per lesson, each with its own timeout), and prints each lesson's wall time;
 #   3. benchmarks the gpu presets' training (scripts/gpu_bench.py: steps/s, tokens/s, peak memory
-#      against attnlab.profiles.estimate, fp32 and bf16), and every benchmarks/ script that has a
+#      against attnlab.training.estimate.estimate, fp32 and bf16), and every benchmarks/ script that has a
 #      --device option;
 #   4. leaves under $OUT: gpu_check.log, summary.json, gpu_check_files.tar.gz (per-lesson logs and
 #      JUnit files, the runs' results renamed data/results/<name>_gpu.json, the benchmark's JSON).
@@ -149,7 +149,7 @@ install() {
 
 imports() {
     "$PY" -c '
-import attnlab.experiments, attnlab.train, fastai, fastprogress, ipykernel, ipywidgets, nbformat, nbval, sacrebleu
+import attnlab.training.experiments, attnlab.training.train, fastai, fastprogress, ipykernel, ipywidgets, nbformat, nbval, sacrebleu
 import torch
 print("imports ok: fastai", fastai.__version__, "| nbval", nbval.__version__, "| ipykernel", ipykernel.__version__,
       "| sacrebleu", sacrebleu.__version__, "| torch", torch.__version__, "| attnlab from", attnlab.__file__)'

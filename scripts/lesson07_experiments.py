@@ -4,19 +4,20 @@ Usage::
 
     OMP_NUM_THREADS=1 python scripts/lesson07_experiments.py [NAME[:PAIR] ...] [--table-only]
 
-Each preset of :mod:`attnlab.experiments` named ``bahdanau_<variant>`` is the lesson-1 Bahdanau
-model's cpu preset (same sizes, 1,000 steps, seed 0) with one switch of :class:`attnlab.rnn.RNNConfig`
+Each preset of :mod:`attnlab.training.experiments` named ``bahdanau_<variant>`` is the lesson-1 Bahdanau
+model's cpu preset (same sizes, 1,000 steps, seed 0) with one switch of :class:`attnlab.models.rnn.RNNConfig`
 turned on (two or three where a variant needs them); ``agreement_0``/``agreement`` train two such models
-at once (:mod:`attnlab.agreement`). The multi-source runs have their own script,
+at once (:mod:`attnlab.models.agreement`). The multi-source runs have their own script,
 ``scripts/lesson07_multisource.py``. Without names the default runs below are trained, one after the
-other, one thread each, through :func:`attnlab.experiments.run` with ``ship=True`` (checkpoints in ``data/checkpoints``,
+other, one thread each, through :func:`attnlab.training.experiments.run` with ``ship=True`` (checkpoints in
+``data/checkpoints``,
 results in ``data/results``).
 
 With ``--explanation`` (also run after training) three shipped models that translate about equally
 well -- ``bahdanau``, ``luong_concat`` and ``luong_location`` -- go through two of Jain & Wallace's
 (2019) tests: BLEU when their attention is replaced by uniform weights
-(:func:`attnlab.variants.uniform_attention`), and the agreement of each content token's attention
-with leave-one-out importance (:func:`attnlab.variants.leave_one_out_importance`) on 60 test
+(:func:`attnlab.training.explain.uniform_attention`), and the agreement of each content token's attention
+with leave-one-out importance (:func:`attnlab.training.explain.leave_one_out_importance`) on 60 test
 sentences of 11-20 tokens; the figures go to ``data/results/comparisons/lesson07_explanation.json``.
 
 ``--seeds`` trains ``bahdanau`` and ``luong_location`` again with seeds 1 and 2 (shipped as
@@ -27,7 +28,7 @@ lesson's steps, and ``bahdanau`` beside it (``bahdanau_monotonic_2k``, ``bahdana
 
 Afterwards (or with ``--table-only``) every shipped lesson-07 run and its baselines are decoded on the
 test split once more to count dropped and repeated words per bucket
-(:func:`attnlab.variants.coverage_errors`); the counts go to
+(:func:`attnlab.data.metrics.coverage_errors`); the counts go to
 ``data/results/comparisons/lesson07_errors.json`` and the table is printed.
 """
 
@@ -41,11 +42,12 @@ import numpy as np
 import torch
 from scipy.stats import spearmanr
 
-from attnlab import experiments, results
-from attnlab.checkpoint import CheckpointError
-from attnlab.corpus import BUCKET_NAMES, load_splits
-from attnlab.evaluate import corpus_bleu, forced_attention, translate
-from attnlab.variants import coverage_errors, leave_one_out_importance, uniform_attention
+from attnlab.data.corpus import BUCKET_NAMES, load_splits
+from attnlab.data.metrics import corpus_bleu, coverage_errors
+from attnlab.models.decoding import forced_attention, translate
+from attnlab.training import experiments, results
+from attnlab.training.checkpoint import CheckpointError
+from attnlab.training.explain import leave_one_out_importance, uniform_attention
 
 RUNS = [
     ("bahdanau_supervised", "fr"),

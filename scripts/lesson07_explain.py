@@ -4,7 +4,7 @@ Usage::
 
     OMP_NUM_THREADS=1 python scripts/lesson07_explain.py
 
-Two measurements, both against the corpus's gold links (:mod:`attnlab.explain`):
+Two measurements, both against the corpus's gold links (:mod:`attnlab.training.explain`):
 
 * **Shift-Att** (Chen et al. 2020, "Accurate Word Alignment Induction from Neural Machine
   Translation"): for every shipped Transformer of :data:`SHIFT_MODELS`, the AER and alignment
@@ -18,7 +18,7 @@ Two measurements, both against the corpus's gold links (:mod:`attnlab.explain`):
 
 Everything runs on one thread in about a minute or two on a laptop core; the figures go to
 ``data/results/comparisons/lesson07_explain.json`` (read it with
-``attnlab.results.read_comparison("lesson07_explain")``) and a table is printed.
+``attnlab.training.results.read_comparison("lesson07_explain")``) and a table is printed.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ import time
 
 import torch
 
-from attnlab import experiments, results
-from attnlab.corpus import load_splits
-from attnlab.explain import adversarial_attention, adversarial_summary, shift_att_report
+from attnlab.data.corpus import load_splits
+from attnlab.training import experiments, results
+from attnlab.training.explain import adversarial_attention, adversarial_summary, shift_att_report
 
 SHIFT_MODELS = [
     ("transformer", "fr"),

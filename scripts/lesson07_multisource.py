@@ -2,9 +2,9 @@
 
     OMP_NUM_THREADS=1 python scripts/lesson07_multisource.py [NAME ...] [--profile cpu|gpu] [--steps N] [--no-ship]
 
-Trains each named preset of :mod:`attnlab.multisource` (default: both, ``multisource`` -- one attention
+Trains each named preset of :mod:`attnlab.models.multisource` (default: both, ``multisource`` -- one attention
 per source, Zoph & Knight 2016 -- and ``multisource_flat`` -- one attention over both sources) on one
-CPU thread, seed 0, through :func:`attnlab.multisource.run`, and writes
+CPU thread, seed 0, through :func:`attnlab.training.multisource_experiments.run`, and writes
 ``data/checkpoints/<name>.safetensors|.json`` and ``data/results/<name>.json`` (``--no-ship``: the
 learner's folder ``data/runs`` instead). Then it prints the comparison (BLEU, per-source AER and
 content-word agreement, the flat model's share of attention on French), read back from the results files.
@@ -26,10 +26,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch is imported: one t
 
 import torch  # noqa: E402
 
-from attnlab import experiments, results  # noqa: E402
-from attnlab import multisource as msx  # noqa: E402
-from attnlab.corpus.triples import load_triple_splits  # noqa: E402
-from attnlab.vision_experiments import format_table  # noqa: E402
+from attnlab.data.corpus.triples import load_triple_splits  # noqa: E402
+from attnlab.models import multisource as msx  # noqa: E402
+from attnlab.training import experiments, results  # noqa: E402
+from attnlab.training.vision_experiments import format_table  # noqa: E402
 
 NAMES = tuple(msx.MULTISOURCE_EXPERIMENTS)
 

@@ -4,7 +4,7 @@ Usage::
 
     OMP_NUM_THREADS=1 python scripts/lesson08_experiments.py [--only extrapolation|gqa] [--table-only]
 
-Two groups of presets of :mod:`attnlab.experiments`, each the lesson-6 Transformer's cpu preset
+Two groups of presets of :mod:`attnlab.training.experiments`, each the lesson-6 Transformer's cpu preset
 (same sizes, 1,500 steps, seed 0) with one change:
 
 * ``extrapolation``: ``transformer_short_<positions>`` for sinusoidal, learned, RoPE and ALiBi
@@ -12,7 +12,7 @@ Two groups of presets of :mod:`attnlab.experiments`, each the lesson-6 Transform
 * ``gqa``: ``transformer_kv4``, ``transformer_kv2``, ``transformer_kv1`` (4, 2 and 1 key/value heads
   for the 4 query heads; ``kv4`` is the lesson-6 model again).
 
-Each run goes through :func:`attnlab.experiments.run` with ``ship=True``: the checkpoint lands in
+Each run goes through :func:`attnlab.training.experiments.run` with ``ship=True``: the checkpoint lands in
 ``data/checkpoints/<name>.*`` and the results in ``data/results/<name>.json``. The runs go one after
 the other, one thread each. At the end (or with ``--table-only``, from the shipped files) the BLEU
 by bucket of each group is printed, and the key/value cache bytes of the GQA models per sentence.
@@ -25,9 +25,9 @@ import sys
 
 import torch
 
-from attnlab import experiments, results
-from attnlab.corpus import BUCKET_NAMES
-from attnlab.scale import kv_cache_bytes
+from attnlab.core.scale import kv_cache_bytes
+from attnlab.data.corpus import BUCKET_NAMES
+from attnlab.training import experiments, results
 
 GROUPS = {
     "extrapolation": [f"transformer_short_{p}" for p in ("sinusoidal", "learned", "rope", "alibi")],

@@ -2,7 +2,7 @@
 
     python scripts/lesson09_experiments.py [NAME ...] [--profile cpu|gpu] [--steps N] [--no-ship]
 
-Trains each named preset of :mod:`attnlab.vision_experiments` (default: all four, ``captioner``,
+Trains each named preset of :mod:`attnlab.training.vision_experiments` (default: all four, ``captioner``,
 ``captioner_ds``, ``vit_scenes``, ``cnn_scenes``) on one CPU thread -- the course's cpu-profile
 policy, set before PyTorch starts -- and writes ``data/checkpoints/<name>.safetensors|.json`` and
 ``data/results/<name>.json`` (``--no-ship``: the learner's folder ``data/runs`` instead). Then it
@@ -21,8 +21,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch is imported: one t
 
 import torch  # noqa: E402
 
-from attnlab import results  # noqa: E402
-from attnlab import vision_experiments as vx  # noqa: E402
+from attnlab.training import results  # noqa: E402
+from attnlab.training import vision_experiments as vx  # noqa: E402
 
 CAPTIONERS = ("captioner", "captioner_ds")
 CLASSIFIERS = ("vit_scenes", "cnn_scenes")

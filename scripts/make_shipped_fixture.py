@@ -9,7 +9,7 @@ The fixture freezes today's behaviour of each model in ``data/checkpoints/`` so 
 pass or breaks decoding. For a fixed set of sentences (every 20th of the default test split of the
 model's language pair, i.e. 25 per length bucket) it stores, per model:
 
-* ``bleu`` and ``exact_match`` of greedy translations (sacrebleu, as :mod:`attnlab.evaluate`);
+* ``bleu`` and ``exact_match`` of greedy translations (sacrebleu, as :mod:`attnlab.training.evaluate`);
 * ``outputs_sha256``: a digest of the decoded sentences, one per line, in fixture order;
 * ``ref_logprobs``: per sentence, the log-probability of its reference under teacher forcing
   (numbers that move with any change of the forward pass, even one that leaves every argmax
@@ -49,7 +49,7 @@ def sentence_ids() -> list[int]:
 
 def default_test_sentences(pair: str = "fr") -> list[tuple[list[str], list[str]]]:
     """``(source tokens, reference tokens)`` of :func:`sentence_ids` in today's default test split of ``pair``."""
-    from attnlab.corpus import make_test_split
+    from attnlab.data.corpus import make_test_split
 
     test = make_test_split(seed=0, target=pair)  # == make_splits(target=pair).test, what the lessons evaluate on
     return [(list(test[i].src), list(test[i].tgt)) for i in sentence_ids()]
@@ -90,7 +90,7 @@ def reference_logprobs(model, sentences, src_vocab, tgt_vocab) -> tuple[list[flo
     All sentences go in one batch, in fixture order, so the padding (and the arithmetic) is the
     same every time. Returns the list and the number of reference tokens.
     """
-    from attnlab.vocab import BOS, EOS, PAD
+    from attnlab.data.vocab import BOS, EOS, PAD
 
     pad = torch.nn.utils.rnn.pad_sequence
     src = pad([torch.tensor(src_vocab.encode(s, eos=True)) for s, _ in sentences], batch_first=True, padding_value=PAD)
@@ -105,8 +105,9 @@ def reference_logprobs(model, sentences, src_vocab, tgt_vocab) -> tuple[list[flo
 
 def score_model(name: str, sentences) -> dict:
     """The fixture entry of shipped checkpoint ``name`` on ``sentences``."""
-    from attnlab.checkpoint import load_checkpoint
-    from attnlab.evaluate import corpus_bleu, exact_match, translate
+    from attnlab.data.metrics import corpus_bleu, exact_match
+    from attnlab.models.decoding import translate
+    from attnlab.training.checkpoint import load_checkpoint
 
     model, meta = load_checkpoint(CHECKPOINTS / name)
     src_vocab, tgt_vocab = meta["src_vocab"], meta["tgt_vocab"]

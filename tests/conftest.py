@@ -20,7 +20,7 @@ def copy_task_splits(n_train=3000, seed=0):
     """A toy corpus: the target is the source, word for word (letters a..j, 3-7 tokens)."""
     import random
 
-    from attnlab.corpus import Pair, Splits
+    from attnlab.data.corpus import Pair, Splits
 
     rng = random.Random(seed)
     letters = list("abcdefghij")
@@ -41,10 +41,10 @@ def copy_trained():
     A step budget, not a time budget: on a busy machine 10 seconds bought too few steps and the
     tests that need a trained model failed (seen with two test suites sharing 2 cores).
     """
-    from attnlab.loaders import make_dataloaders
-    from attnlab.rnn import RNNConfig, Seq2SeqRNN
-    from attnlab.train import fit_budget, set_seed
-    from attnlab.vocab import build_vocabs
+    from attnlab.data.loaders import make_dataloaders
+    from attnlab.data.vocab import build_vocabs
+    from attnlab.models.rnn import RNNConfig, Seq2SeqRNN
+    from attnlab.training.train import fit_budget, set_seed
 
     set_seed(0)
     splits = copy_task_splits()
@@ -59,7 +59,7 @@ def copy_trained():
 @pytest.fixture(scope="session")
 def copy_model(copy_trained):
     """(trained copy model, a padded source batch)."""
-    from attnlab.loaders import collate, encode_pairs
+    from attnlab.data.loaders import collate, encode_pairs
 
     model, splits, src_vocab, tgt_vocab, *_ = copy_trained
     src, _, _ = collate(encode_pairs(splits.test[:32], src_vocab, tgt_vocab))

@@ -6,16 +6,17 @@ import functools
 import pytest
 import torch
 
-from attnlab import agreement as ag
-from attnlab import experiments, models
-from attnlab.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from attnlab.corpus.splits import Pair, Splits, generate_pairs
-from attnlab.decoding import beam_search
-from attnlab.evaluate import evaluate_model
-from attnlab.loaders import collate, encode_pairs, make_dataloaders
-from attnlab.rnn import RNNConfig, Seq2SeqRNN
-from attnlab.train import masked_cross_entropy
-from attnlab.vocab import BOS, EOS, PAD, build_vocabs
+from attnlab.data.corpus.splits import Pair, Splits, generate_pairs
+from attnlab.data.loaders import collate, encode_pairs, make_dataloaders
+from attnlab.data.vocab import BOS, EOS, PAD, build_vocabs
+from attnlab.models import agreement as ag
+from attnlab.models.decoding import beam_search
+from attnlab.models.losses import masked_cross_entropy
+from attnlab.models.rnn import RNNConfig, Seq2SeqRNN
+from attnlab.training import evaluate, experiments
+from attnlab.training import families as models
+from attnlab.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from attnlab.training.evaluate import evaluate_model
 
 
 @functools.cache
@@ -291,7 +292,7 @@ def test_evaluate_backward_scores_the_backward_model_on_the_reversed_pairs(targe
     keys = ("bleu", "chrf", "exact_match", "aer", "align_content", "align_all", "align_function")
     assert {k: got[k] for k in keys} == {k: want[k] for k in keys} and got["n_test"] == 40
     assert got["aer"] is not None
-    assert model.extra_metrics(test, sv, tv, beam=2)["backward"]["aer"] == got["aer"]
+    assert evaluate.extra_metrics(model, test, sv, tv, beam=2)["backward"]["aer"] == got["aer"]
     with pytest.raises(TypeError, match="model must be an AgreementPair, got Seq2SeqRNN"):
         ag.evaluate_backward(model.forward_model, test, sv, tv)
     with pytest.raises(ValueError, match="pairs is empty"):
@@ -312,7 +313,7 @@ def test_experiments_run_trains_both_directions_and_the_checkpoint_reloads(tmp_d
     assert res["params"] == sum(p.numel() for p in model.parameters())
     assert not results_written(tmp_data_dir)
     # the backward model trained too: AuxLoss added its loss (seeded: the same initial weights as the run's)
-    from attnlab.train import set_seed
+    from attnlab.training.train import set_seed
 
     set_seed(0)
     fresh = experiments.build_model(exp, sv, tv)

@@ -1,4 +1,4 @@
-"""Tests of attnlab.attention: equal to PyTorch's attention, masks, fully masked rows, errors.
+"""Tests of attnlab.core.attention: equal to PyTorch's attention, masks, fully masked rows, errors.
 
 The largest absolute error of every comparison with PyTorch is recorded in ``ERRORS`` and
 printed at the end of the module (visible with ``pytest -s``).
@@ -13,14 +13,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnlab.attention import (
+from attnlab.core.attention import (
     MultiHeadAttention,
     copy_weights_from_nn_mha,
     merge_heads,
     scaled_dot_product_attention,
     split_heads,
 )
-from attnlab.masks import causal_mask, padding_mask, to_nn_mha_mask
+from attnlab.core.masks import causal_mask, padding_mask, to_nn_mha_mask
 
 from .error_log import ErrorLog
 

@@ -7,10 +7,10 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from attnlab.checkpoint import CheckpointError, file_sha256, load_checkpoint, save_checkpoint, stamp_digest
-from attnlab.rnn import RNNConfig, Seq2SeqRNN
-from attnlab.transformer import Transformer, TransformerConfig
-from attnlab.vocab import Vocab
+from attnlab.data.vocab import Vocab
+from attnlab.models.rnn import RNNConfig, Seq2SeqRNN
+from attnlab.models.transformer import Transformer, TransformerConfig
+from attnlab.training.checkpoint import CheckpointError, file_sha256, load_checkpoint, save_checkpoint, stamp_digest
 
 SRC = Vocab.build([["the", "cat", "."]])
 TGT = Vocab.build([["le", "chat", "."]])
@@ -234,7 +234,7 @@ def test_stamp_digest_upgrades_an_old_checkpoint_and_nothing_else(saved):
 
 
 def test_every_shipped_checkpoint_records_its_digest():
-    from attnlab.results import checkpoint_path
+    from attnlab.training.results import checkpoint_path
 
     folder = checkpoint_path("x", shipped=True).parent
     weights = sorted(folder.glob("*.safetensors"))
@@ -248,7 +248,7 @@ def test_model_modules_do_not_import_the_checkpoint_module():
     import subprocess
     import sys
 
-    code = "import sys, attnlab.rnn, attnlab.transformer; print('attnlab.checkpoint' in sys.modules)"
+    code = "import sys, attnlab.models.rnn, attnlab.models.transformer; print('attnlab.training.checkpoint' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "False", "a model module imports attnlab.checkpoint (the registry is attnlab.models)"
+    assert out.strip() == "False", "a model module imports attnlab.training.checkpoint (the registry is attnlab.training.families)"
 

@@ -1,4 +1,4 @@
-"""The shared grammar, the English and French realisers, splits and the cache (attnlab.corpus)."""
+"""The shared grammar, the English and French realisers, splits and the cache (attnlab.data.corpus)."""
 
 import gzip
 import json
@@ -6,8 +6,8 @@ from collections import Counter
 
 import pytest
 
-from attnlab.corpus import english, french, grammar, splits
-from attnlab.corpus.splits import (
+from attnlab.data.corpus import english, french, grammar, splits
+from attnlab.data.corpus.splits import (
     BUCKET_NAMES,
     BUCKETS,
     CORPUS_VERSIONS,
@@ -492,10 +492,10 @@ def test_cache_written_for_another_target_is_not_used(tmp_path):
     assert load_splits(tmp_path, **kw) == fr
 
 
-@pytest.mark.parametrize("module", ["attnlab.vocab", "attnlab.train", "attnlab.corpus.scenes", "attnlab.realcorpus"])
+@pytest.mark.parametrize("module", ["attnlab.data.vocab", "attnlab.training", "attnlab.data.corpus.scenes", "attnlab.data.realcorpus"])
 def test_each_module_imports_first_in_a_fresh_interpreter(module):
-    # attnlab.vocab imports attnlab.corpus, whose lesson-09 generators import attnlab.vocab: a cycle
-    # that only shows when one of them is the first attnlab module imported (python -m attnlab.train).
+    # attnlab.data.vocab imports attnlab.data.corpus, whose lesson-09 generators import attnlab.data.vocab: a cycle
+    # that only shows when one of them is the first attnlab module imported (python -m attnlab.training.train).
     import subprocess
     import sys
 

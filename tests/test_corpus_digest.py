@@ -1,6 +1,6 @@
 """English→French must stay byte-identical to the corpus the shipped checkpoints were trained on.
 
-The digests below were computed from ``attnlab.data`` *before* it became the ``attnlab.corpus``
+The digests below were computed from ``attnlab.data`` *before* it became the ``attnlab.data.corpus``
 package (commit cc9309c): sha256 over one compact JSON line ``[src, tgt, align, content]`` per
 pair, for splits in the order train, valid, test. If one of these fails, the French corpus has
 changed: every shipped checkpoint, figure and result would silently disagree with it.
@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from attnlab.corpus.splits import generate_pairs, load_splits, make_splits
+from attnlab.data.corpus.splits import generate_pairs, load_splits, make_splits
 
 DIGESTS = {
     ("generate_pairs", 0): "645fbb54b8399dbec14bbf758df011fb0a0d858091d749f7e6c0fa6d8a8624aa",

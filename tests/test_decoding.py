@@ -8,9 +8,9 @@ import pytest
 import torch
 from torch import nn
 
-from attnlab.decoding import beam_search, beam_steps, greedy_decode, sequence_logprob
-from attnlab.rnn import RNNConfig, Seq2SeqRNN
-from attnlab.vocab import BOS, EOS, PAD
+from attnlab.data.vocab import BOS, EOS, PAD
+from attnlab.models.decoding import beam_search, beam_steps, greedy_decode, sequence_logprob
+from attnlab.models.rnn import RNNConfig, Seq2SeqRNN
 
 V = 6  # <pad>, <bos>, <eos>, <unk> and two words: 4 tokens a live hypothesis may emit
 ALLOWED = [y for y in range(V) if y not in (PAD, BOS)]
@@ -61,7 +61,7 @@ def seq_logprob(model, b, seq):
 
 
 def brute_force(model, b, max_len, alpha):
-    """The best sequence by enumeration under the rules of attnlab.decoding: every sequence of allowed
+    """The best sequence by enumeration under the rules of attnlab.models.decoding: every sequence of allowed
     tokens that ends at its first <eos> (finished) or reaches max_len without one (cut off); a
     finished one always beats a cut-off one; among them the best score / length ** alpha."""
     words = [y for y in ALLOWED if y != EOS]

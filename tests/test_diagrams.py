@@ -9,7 +9,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from attnlab.diagrams import (  # noqa: E402
+from attnlab.viz.diagrams import (  # noqa: E402
     _layout_problems,
     attention_step_numbers,
     draw_attention_step,

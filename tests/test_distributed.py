@@ -1,5 +1,5 @@
 """Two training processes on this CPU (gloo backend), started by Accelerate's own launcher running
-``python -m attnlab.train``: the processes see disjoint shards, hold bit-identical weights after every
+``python -m attnlab.training.train``: the processes see disjoint shards, hold bit-identical weights after every
 step, and end where one process trained on the same global batches ends."""
 
 import json
@@ -14,15 +14,15 @@ from fastai.callback.core import Callback
 from fastai.data.core import DataLoaders
 from fastai.data.load import DataLoader
 
-from attnlab import experiments, results, train
-from attnlab.checkpoint import load_checkpoint
-from attnlab.loaders import collate, encode_pairs
-from attnlab.train import _weights_sha256, fit_budget, set_seed
+from attnlab.data.loaders import collate, encode_pairs
+from attnlab.training import experiments, results, train
+from attnlab.training.checkpoint import load_checkpoint
+from attnlab.training.train import _weights_sha256, fit_budget, set_seed
 
 pytest.importorskip(
     "accelerate",
     reason="SKIPPED LOUDLY: accelerate is not installed, so multi-process training (accelerate launch -m "
-    "attnlab.train) is untested here; install it with `pip install -c constraints.txt accelerate`",
+    "attnlab.training.train) is untested here; install it with `pip install -c constraints.txt accelerate`",
 )
 
 STEPS, BS, PROCESSES = 4, 8, 2
@@ -66,7 +66,7 @@ def test_two_processes_train_like_one_process_on_the_global_batch(tmp_path, monk
     )
     launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(PROCESSES)]
     launch += ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
-    launch += ["--main_process_port", str(_free_port()), "-m", "attnlab.train", *_train_args()]
+    launch += ["--main_process_port", str(_free_port()), "-m", "attnlab.training", *_train_args()]
     proc = subprocess.run(launch, env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
@@ -191,8 +191,8 @@ def test_shards_are_fastais_distributed_slices(monkeypatch):
     import torch.distributed as dist
     from fastai.distributed import DistributedDL
 
-    from attnlab.loaders import make_dataloaders
-    from attnlab.vocab import build_vocabs
+    from attnlab.data.loaders import make_dataloaders
+    from attnlab.data.vocab import build_vocabs
 
     from .conftest import copy_task_splits
 

@@ -6,17 +6,10 @@ import numpy as np
 import pytest
 import sacrebleu
 
-from attnlab.corpus.splits import Pair, generate_pairs
-from attnlab.evaluate import (
-    alignment_agreement,
-    alignment_error_rate,
-    corpus_bleu,
-    corpus_chrf,
-    evaluate_model,
-    exact_match,
-    forced_attention,
-    translate,
-)
+from attnlab.data.corpus.splits import Pair, generate_pairs
+from attnlab.data.metrics import alignment_agreement, alignment_error_rate, corpus_bleu, corpus_chrf, exact_match
+from attnlab.models.decoding import forced_attention, translate
+from attnlab.training.evaluate import evaluate_model
 
 
 def test_bleu_wrapper_equals_sacrebleu():
@@ -190,7 +183,7 @@ def test_evaluate_model_reports_chrf_and_aer(copy_trained):
 
 
 def test_evaluate_model_without_attention_has_aer_none(copy_trained):
-    from attnlab.rnn import RNNConfig, Seq2SeqRNN
+    from attnlab.models.rnn import RNNConfig, Seq2SeqRNN
 
     _, splits, src_vocab, tgt_vocab, *_ = copy_trained
     model = Seq2SeqRNN(RNNConfig(len(src_vocab), len(tgt_vocab), emb_dim=8, hid_dim=16, attention=None)).eval()
@@ -201,8 +194,8 @@ def test_evaluate_model_without_attention_has_aer_none(copy_trained):
 def test_cli_evaluates_a_checkpoint_on_a_fresh_split(copy_trained, tmp_path, capsys):
     import json
 
-    from attnlab.checkpoint import save_checkpoint
-    from attnlab.evaluate import main
+    from attnlab.training.checkpoint import save_checkpoint
+    from attnlab.training.evaluate import main
 
     model, _, src_vocab, tgt_vocab, *_ = copy_trained
     path = save_checkpoint(model, tmp_path / "copy", src_vocab=src_vocab, tgt_vocab=tgt_vocab)
@@ -211,7 +204,7 @@ def test_cli_evaluates_a_checkpoint_on_a_fresh_split(copy_trained, tmp_path, cap
     assert out["n_test"] == 16 and out["test_seed"] == 3
     assert set(out["by_bucket"]) == {"1-10", "11-20", "21-30", "31-40"}
     # the CLI's figures are evaluate_model's on the same fresh split (sources unseen in training)
-    from attnlab.corpus.splits import load_splits, make_test_split
+    from attnlab.data.corpus.splits import load_splits, make_test_split
 
     seen = {p.src for p in load_splits().train}
     pairs = make_test_split(seed=3, per_bucket=4, exclude=seen)

@@ -15,7 +15,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from attnlab.exercises import (
+from attnlab.course.exercises import (
     BEGIN,
     END,
     STUB,

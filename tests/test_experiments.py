@@ -7,12 +7,13 @@ import shutil
 import pytest
 import torch
 
-from attnlab import experiments, models, results
-from attnlab.checkpoint import CheckpointError
-from attnlab.corpus import CORPUS_VERSION
-from attnlab.loaders import collate, encode_pairs
-from attnlab.profiles import get_profile
-from attnlab.vocab import build_vocabs
+from attnlab.core.profiles import get_profile
+from attnlab.data.corpus import CORPUS_VERSION
+from attnlab.data.loaders import collate, encode_pairs
+from attnlab.data.vocab import build_vocabs
+from attnlab.training import experiments, results
+from attnlab.training import families as models
+from attnlab.training.checkpoint import CheckpointError
 
 from .conftest import copy_task_splits
 
@@ -131,7 +132,7 @@ def test_unknown_pair():
 
 
 def test_a_korean_run_end_to_end(tmp_data_dir):
-    from attnlab.corpus import corpus_version, make_splits
+    from attnlab.data.corpus import corpus_version, make_splits
 
     splits = make_splits(target="ko", n_train=400, n_valid=20, test_per_bucket=10)
     _, res = experiments.run("bahdanau", pair="ko", seconds=1, progress=False, data=(splits, *build_vocabs(splits)))
@@ -142,7 +143,7 @@ def test_a_korean_run_end_to_end(tmp_data_dir):
 
 
 def test_train_threads(monkeypatch):
-    from attnlab.profiles import num_threads, train_threads
+    from attnlab.core.profiles import num_threads, train_threads
 
     monkeypatch.delenv("ATTNLAB_THREADS", raising=False)
     assert train_threads("cpu") == 1
@@ -207,7 +208,7 @@ def test_use_shipped_loads_the_shipped_run_instead_of_training(tmp_data_dir, mon
 
 
 def test_use_course_threads(monkeypatch):
-    from attnlab.profiles import use_course_threads
+    from attnlab.core.profiles import use_course_threads
 
     before = torch.get_num_threads()
     try:
@@ -238,7 +239,7 @@ LESSON07_SWITCHES = {
 def test_every_lesson07_preset_is_the_bahdanau_preset_with_lesson07_switches_only(profile):
     """Lesson 07 compares variants of one model: each preset trains exactly as ``bahdanau`` does,
     and its model differs from it only in the switches of the lesson (each on, none copied)."""
-    from attnlab.rnn import RNNConfig
+    from attnlab.models.rnn import RNNConfig
 
     base = experiments.preset("bahdanau", profile)
     names = [n for n in experiments.EXPERIMENTS if n.startswith("bahdanau_")]

@@ -1,4 +1,4 @@
-"""Tests of attnlab.explain: Shift-Att (Chen et al. 2020) and adversarial attention (Jain & Wallace 2019)."""
+"""Tests of attnlab.training.explain: Shift-Att (Chen et al. 2020) and adversarial attention (Jain & Wallace 2019)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab import explain
-from attnlab.corpus import Pair
-from attnlab.evaluate import alignment_error_rate, forced_attention
-from attnlab.loaders import collate, encode_pairs
-from attnlab.rnn import RNNConfig, Seq2SeqRNN
-from attnlab.transformer import Transformer, TransformerConfig
-from attnlab.vocab import SPECIALS, Vocab
+from attnlab.data.corpus import Pair
+from attnlab.data.loaders import collate, encode_pairs
+from attnlab.data.metrics import alignment_error_rate
+from attnlab.data.vocab import SPECIALS, Vocab
+from attnlab.models.decoding import forced_attention
+from attnlab.models.rnn import RNNConfig, Seq2SeqRNN
+from attnlab.models.transformer import Transformer, TransformerConfig
+from attnlab.training import explain
 
 SRC_VOCAB = Vocab([*SPECIALS, *(f"s{i}" for i in range(8))])  # 12 ids
 TGT_VOCAB = Vocab([*SPECIALS, *(f"w{i}" for i in range(7))])  # 11 ids

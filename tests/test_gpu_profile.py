@@ -3,7 +3,7 @@
 No CI machine has a GPU, so this file is what keeps the gpu profile from rotting between GPU runs
 (scripts/gpu_check.sh, scripts/GPU.md): each preset's model is built with the course corpus's real
 vocabularies, its parameter count is checked against a count derived here from the architecture
-(not from the module), :func:`attnlab.profiles.estimate` is checked against a direct measurement,
+(not from the module), :func:`attnlab.training.estimate.estimate` is checked against a direct measurement,
 and a few optimiser steps go through the course's training path (``fit_budget``, fastai) with the
 preset's own learning rate, weight decay and label smoothing, on a tiny batch of short sentences.
 """
@@ -16,13 +16,17 @@ import warnings
 import pytest
 import torch
 
-from attnlab import experiments, profiles
-from attnlab.corpus import Splits, load_splits
-from attnlab.evaluate import count_params
-from attnlab.loaders import collate, encode_pairs, make_dataloaders
-from attnlab.profiles import ProfileWarning, estimate, get_device, get_profile
-from attnlab.train import fit_budget, masked_cross_entropy, set_seed
-from attnlab.vocab import build_vocabs
+from attnlab.core import profiles
+from attnlab.core.profiles import ProfileWarning, get_device, get_profile
+from attnlab.data.corpus import Splits, load_splits
+from attnlab.data.loaders import collate, encode_pairs, make_dataloaders
+from attnlab.data.vocab import build_vocabs
+from attnlab.models.losses import masked_cross_entropy
+from attnlab.training import estimate as estimate_module
+from attnlab.training import experiments
+from attnlab.training.estimate import estimate
+from attnlab.training.evaluate import count_params
+from attnlab.training.train import fit_budget, set_seed
 
 NAMES = sorted(experiments.EXPERIMENTS)
 STEPS = 3
@@ -251,7 +255,7 @@ def test_gpu_preset_builds_is_sized_and_trains(name, corpus_fr):
     assert e["param_bytes"] == e["grad_bytes"] == 4 * expected and e["optimizer_bytes"] == 8 * expected
     assert e["total_bytes_estimate"] == 16 * expected + e["activation_bytes_estimate"]
     # the extension from batches of 2 and 3 to bs is exact: a direct measurement at 5 agrees to the byte
-    assert estimate(model, 5, src_len=9, tgt_len=11)["activation_bytes_estimate"] == profiles._saved_bytes(
+    assert estimate(model, 5, src_len=9, tgt_len=11)["activation_bytes_estimate"] == estimate_module._saved_bytes(
         model, 5, 9, 11
     )
     # per sentence, at least the logits and their log-softmax are kept for the backward pass

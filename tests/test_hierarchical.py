@@ -1,4 +1,4 @@
-"""Generated documents (attnlab.corpus.documents) and the hierarchical attention network (attnlab.hierarchical)."""
+"""Generated documents (attnlab.data.corpus.documents) and the hierarchical attention network (attnlab.models.hierarchical)."""
 
 import random
 from collections import Counter
@@ -6,7 +6,7 @@ from collections import Counter
 import pytest
 import torch
 
-from attnlab.corpus.documents import (
+from attnlab.data.corpus.documents import (
     ANIMALS,
     DOC_BUCKET_NAMES,
     Document,
@@ -19,8 +19,9 @@ from attnlab.corpus.documents import (
     make_document,
     make_document_splits,
 )
-from attnlab.hierarchical import HAN, ContextAttention, HANConfig, document_masks, evaluate_han, train_han
-from attnlab.vocab import PAD
+from attnlab.data.vocab import PAD
+from attnlab.models.hierarchical import HAN, ContextAttention, HANConfig, document_masks, evaluate_han
+from attnlab.training.hierarchical_experiments import train_han
 
 
 def tiny(**kw):

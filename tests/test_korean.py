@@ -1,12 +1,12 @@
-"""English→Korean: every rule of attnlab.corpus.korean, the golden rows of issue 17, and the pairs."""
+"""English→Korean: every rule of attnlab.data.corpus.korean, the golden rows of issue 17, and the pairs."""
 
 from collections import Counter
 
 import pytest
 
-from attnlab.corpus import english, korean
-from attnlab.corpus.grammar import clause, noun_phrase, prep_phrase, pronoun, sentence
-from attnlab.corpus.splits import BUCKET_NAMES, generate_pairs, load_splits, make_splits
+from attnlab.data.corpus import english, korean
+from attnlab.data.corpus.grammar import clause, noun_phrase, prep_phrase, pronoun, sentence
+from attnlab.data.corpus.splits import BUCKET_NAMES, generate_pairs, load_splits, make_splits
 
 NP, C, PP = noun_phrase, clause, prep_phrase
 

@@ -1,4 +1,4 @@
-"""Tests of attnlab.linear_attention: the three forms are equal; the feature map; errors."""
+"""Tests of attnlab.core.linear_attention: the three forms are equal; the feature map; errors."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnlab.linear_attention import FORMS, elu_feature_map, linear_attention
-from attnlab.masks import causal_mask
+from attnlab.core.linear_attention import FORMS, elu_feature_map, linear_attention
+from attnlab.core.masks import causal_mask
 
 TOL = {torch.float32: {"atol": 1e-5, "rtol": 1e-5}, torch.float64: {"atol": 1e-12, "rtol": 0.0}}
 

@@ -1,12 +1,12 @@
-"""Tensors and fastai loaders (attnlab.loaders): encoding, padding, length-sorted seeded batches."""
+"""Tensors and fastai loaders (attnlab.data.loaders): encoding, padding, length-sorted seeded batches."""
 
 import numpy
 import pytest
 import torch
 
-from attnlab.corpus.splits import Splits, make_splits
-from attnlab.loaders import collate, encode_pairs, make_dataloaders, padding_fraction
-from attnlab.vocab import BOS, EOS, PAD, build_vocabs
+from attnlab.data.corpus.splits import Splits, make_splits
+from attnlab.data.loaders import collate, encode_pairs, make_dataloaders, padding_fraction
+from attnlab.data.vocab import BOS, EOS, PAD, build_vocabs
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,9 @@ import math
 import pytest
 import torch
 
-from attnlab import experiments
-from attnlab.rnn import RNNConfig, Seq2SeqRNN
-from attnlab.vocab import BOS, PAD
+from attnlab.data.vocab import BOS, PAD
+from attnlab.models.rnn import RNNConfig, Seq2SeqRNN
+from attnlab.training import experiments
 
 V_SRC, V_TGT, E, H = 20, 23, 8, 12
 LUONG_PRESETS = [n for n in experiments.EXPERIMENTS if n.startswith("luong_")]

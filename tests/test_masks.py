@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from attnlab.masks import (
+from attnlab.core.masks import (
     as_additive,
     causal_mask,
     check_mask,

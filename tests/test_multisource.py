@@ -10,17 +10,19 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab import experiments, multisource
-from attnlab.checkpoint import load_checkpoint, save_checkpoint
-from attnlab.corpus import BUCKET_NAMES, english, french, korean, splits
-from attnlab.corpus import grammar as g
-from attnlab.corpus import triples as tr
-from attnlab.corpus.splits import Pair
-from attnlab.decoding import beam_search, greedy_decode
-from attnlab.loaders import collate
-from attnlab.multisource import MultiSourceConfig, MultiSourceRNN, by_source
-from attnlab.train import fit_budget, masked_cross_entropy, set_seed
-from attnlab.vocab import PAD
+from attnlab.data.corpus import BUCKET_NAMES, english, french, korean, splits
+from attnlab.data.corpus import grammar as g
+from attnlab.data.corpus import triples as tr
+from attnlab.data.corpus.splits import Pair
+from attnlab.data.loaders import collate
+from attnlab.data.vocab import PAD
+from attnlab.models import multisource
+from attnlab.models.decoding import beam_search, greedy_decode
+from attnlab.models.losses import masked_cross_entropy
+from attnlab.models.multisource import MultiSourceConfig, MultiSourceRNN, by_source
+from attnlab.training import experiments, multisource_experiments
+from attnlab.training.checkpoint import load_checkpoint, save_checkpoint
+from attnlab.training.train import fit_budget, set_seed
 
 # ----------------------------------------------------------------------------------------------
 # triples
@@ -392,7 +394,7 @@ def test_evaluate_runs_on_a_model(data):
         multisource.evaluate(torch.nn.Linear(2, 2), s.test, src_vocab, tgt_vocab)
     with pytest.raises(ValueError, match="triples is empty"):
         multisource.evaluate(model, [], src_vocab, tgt_vocab)
-    with pytest.raises(TypeError, match=r"triples\[0\] must be an attnlab.corpus.triples.Triple, got Pair"):
+    with pytest.raises(TypeError, match=r"triples\[0\] must be an attnlab.data.corpus.triples.Triple, got Pair"):
         multisource.evaluate(model, [s.test[0].fr], src_vocab, tgt_vocab)
 
 
@@ -405,22 +407,22 @@ def test_evaluate_runs_on_a_model(data):
 def test_presets_follow_the_bahdanau_preset(profile):
     base = experiments.preset("bahdanau", profile)
     for name, combine in (("multisource", "separate"), ("multisource_flat", "flat")):
-        exp = multisource.preset(name, profile)
+        exp = multisource_experiments.preset(name, profile)
         assert (exp.steps, exp.bs, exp.lr, exp.label_smoothing) == (base.steps, base.bs, base.lr, base.label_smoothing)
         assert exp.model == {**{k: base.model[k] for k in ("emb_dim", "hid_dim", "attn_dim")}, "combine": combine}
     with pytest.raises(KeyError, match="unknown multi-source experiment 'bahdanau'"):
-        multisource.preset("bahdanau")
+        multisource_experiments.preset("bahdanau")
 
 
 def test_run_writes_checkpoint_and_results(tmp_data_dir, monkeypatch):
     monkeypatch.setenv(experiments.MAX_STEPS_VAR, "4")
     small = tr.make_triple_splits(n_train=120, n_valid=8, test_per_bucket=2, seed=0)
-    model, res = multisource.run("multisource_flat", profile="cpu", steps=6, data=small, progress=False)
+    model, res = multisource_experiments.run("multisource_flat", profile="cpu", steps=6, data=small, progress=False)
     assert (res["train_steps"], res["budget_capped_by"], res["task"]) == (4, "ATTNLAB_MAX_STEPS=4", multisource.TASK)
     assert res["data"]["test"] == 8 and res["corpus_version"] == tr.CORPUS_VERSION and res["combine"] == "flat"
-    loaded, meta, source = multisource.load_trained("multisource_flat")
+    loaded, meta, source = multisource_experiments.load_trained("multisource_flat")
     assert source == "live run" and meta["metrics"] == res and meta["experiment"]["name"] == "multisource_flat"
     src, tgt_in, _ = collate(multisource.encode_triples(small.test[:2], meta["src_vocab"], meta["tgt_vocab"]))
     torch.testing.assert_close(loaded(src, tgt_in), model.cpu().eval()(src, tgt_in))
     with pytest.raises(TypeError, match="data must be TripleSplits"):
-        multisource.run("multisource", data=splits.make_splits(n_train=5, n_valid=1, test_per_bucket=1))
+        multisource_experiments.run("multisource", data=splits.make_splits(n_train=5, n_valid=1, test_per_bucket=1))

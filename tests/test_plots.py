@@ -8,7 +8,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from attnlab.plots import plot_attention, plot_attention_grid, plot_metric_by_length  # noqa: E402
+from attnlab.viz.plots import plot_attention, plot_attention_grid, plot_metric_by_length  # noqa: E402
 
 
 def test_heatmap_draws_the_matrix_and_gold_dots():
@@ -50,7 +50,7 @@ def test_korean_labels_are_drawn_with_a_hangul_font():
     """Without the fallback font every Hangul glyph is missing and matplotlib warns."""
     import warnings
 
-    from attnlab.plots import HANGUL_FONT, hangul_font
+    from attnlab.viz.plots import HANGUL_FONT, hangul_font
 
     assert hangul_font() is not None and HANGUL_FONT in plt.rcParams["font.family"]
     fig, ax = plt.subplots(figsize=(3, 1))
@@ -72,7 +72,7 @@ def test_sure_and_possible_links_are_drawn_apart():
 
 
 def test_plot_training_draws_both_losses_and_the_schedule():
-    from attnlab.plots import plot_training, training_curve_points
+    from attnlab.viz.plots import plot_training, training_curve_points
 
     curve = [
         {"step": s, "train_loss": 3.0 / s, "valid_loss": 3.5 / s, "lr": min(s, 40 - s) * 1e-4} for s in range(10, 40, 10)
@@ -97,7 +97,7 @@ def test_plot_training_draws_both_losses_and_the_schedule():
 def test_bold_labels_log_no_font_weight_notice(caplog):
     import logging
 
-    from attnlab.plots import _HangulWeightNotice
+    from attnlab.viz.plots import _HangulWeightNotice
 
     fig, ax = plt.subplots()
     ax.text(0.5, 0.5, "bold 고양이", weight="bold")

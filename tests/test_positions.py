@@ -13,10 +13,10 @@ import math
 import pytest
 import torch
 
-from attnlab import experiments
-from attnlab.attention import MultiHeadAttention
-from attnlab.corpus import Pair, Splits
-from attnlab.transformer import (
+from attnlab.core.attention import MultiHeadAttention
+from attnlab.data.corpus import Pair, Splits
+from attnlab.data.vocab import BOS
+from attnlab.models.transformer import (
     POSITIONS,
     RotaryEmbedding,
     Transformer,
@@ -24,7 +24,7 @@ from attnlab.transformer import (
     alibi_bias,
     alibi_slopes,
 )
-from attnlab.vocab import BOS
+from attnlab.training import experiments
 
 # ----------------------------------------------------------------------------------------------
 # RoPE

@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab import realcorpus
-from attnlab.corpus import generate_pairs
-from attnlab.corpus.tsv import iter_tsv, normalize_text
-from attnlab.loaders import padding_fraction
-from attnlab.realcorpus import RealCorpusError, SubwordTokenizer, bucketed_order, load, prepare
-from attnlab.vocab import BOS, EOS, PAD, SPECIALS, UNK
+from attnlab.data import realcorpus
+from attnlab.data.corpus import generate_pairs
+from attnlab.data.corpus.tsv import iter_tsv, normalize_text
+from attnlab.data.loaders import padding_fraction
+from attnlab.data.realcorpus import RealCorpusError, SubwordTokenizer, bucketed_order, load, prepare
+from attnlab.data.vocab import BOS, EOS, PAD, SPECIALS, UNK
+from attnlab.training.evaluate import evaluate_real
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SMALL = dict(vocab_size=100, valid=40, test=30, character_coverage=1.0, threads=1)
@@ -376,7 +377,7 @@ def test_dataset_pickles_without_its_arrays(rc):
 
 
 def test_checkpoint_and_standard_bleu(rc, tmp_path):
-    from attnlab import checkpoint, experiments
+    from attnlab.training import checkpoint, experiments
 
     torch.manual_seed(0)
     model = experiments.build_model(experiments.preset("transformer", "cpu"), rc.src_vocab, rc.tgt_vocab).eval()
@@ -385,7 +386,7 @@ def test_checkpoint_and_standard_bleu(rc, tmp_path):
     loaded, meta = checkpoint.load_checkpoint(path)
     assert meta["src_vocab"] == rc.src_vocab and meta["tgt_vocab"] == rc.tgt_vocab
     assert meta["corpus_version"] == rc.corpus_version
-    res = rc.evaluate(loaded, limit=4, bs=4)
+    res = evaluate_real(rc, loaded, limit=4, bs=4)
     assert res["n_test"] == 4 and "tok:13a" in res["bleu_signature"] and res["split"] == "test"
     ex = res["examples"][0]
     assert ex["reference"] == rc.held_out("test")[0].fr and isinstance(ex["hypothesis"], str)

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from attnlab import results
-from attnlab.corpus import BUCKET_NAMES
-from attnlab.experiments import result_name
-from attnlab.report import END, START, load_all_results, results_table, update_readme
+from attnlab.data.corpus import BUCKET_NAMES
+from attnlab.training import results
+from attnlab.training.experiments import result_name
+from attnlab.training.report import END, START, load_all_results, results_table, update_readme
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = load_all_results()
@@ -18,7 +18,7 @@ SHIPPED = load_all_results()
 def test_readme_block_matches_the_shipped_results():
     text = (ROOT / "README.md").read_text()
     block = text.split(START, 1)[1].split(END, 1)[0].strip()
-    assert block == results_table(), "run `python -m attnlab.report --readme` after changing data/results"
+    assert block == results_table(), "run `python -m attnlab.training.report --readme` after changing data/results"
 
 
 def test_every_shipped_checkpoint_has_results():

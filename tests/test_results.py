@@ -1,14 +1,15 @@
-"""attnlab.results: one owner for where models and results live, and for reading and writing results."""
+"""attnlab.training.results: one owner for where models and results live, and for reading and writing results."""
 
 import json
 
 import pytest
 
-from attnlab import results
+from attnlab.data import paths
+from attnlab.training import results
 
 
 def test_locations_follow_the_data_dir(tmp_data_dir):
-    assert results.data_dir() == tmp_data_dir
+    assert paths.data_dir() == tmp_data_dir
     assert results.checkpoint_path("bahdanau", shipped=True) == tmp_data_dir / "checkpoints" / "bahdanau"
     assert results.results_path("bahdanau_ko", shipped=False) == tmp_data_dir / "runs" / "results" / "bahdanau_ko.json"
 

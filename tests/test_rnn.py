@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from attnlab.rnn import RNNConfig, Seq2SeqRNN
-from attnlab.vocab import BOS, PAD
+from attnlab.data.vocab import BOS, PAD
+from attnlab.models.rnn import RNNConfig, Seq2SeqRNN
 
 V_SRC, V_TGT = 20, 23
 
@@ -302,7 +302,7 @@ def test_states_model_masks_and_ignores_masked_states(kw):
 
 
 def test_states_model_encode_forward_and_greedy_decoding_take_float_states():
-    from attnlab.decoding import greedy_decode
+    from attnlab.models.decoding import greedy_decode
 
     model = make_states()
     states, _ = states_batch()

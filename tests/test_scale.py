@@ -1,4 +1,4 @@
-"""Tests of attnlab.scale: tiled (online-softmax) attention equals PyTorch, memory, caches, windows.
+"""Tests of attnlab.core.scale: tiled (online-softmax) attention equals PyTorch, memory, caches, windows.
 
 The largest absolute error of each comparison is printed at the end (``pytest -s``).
 """
@@ -11,9 +11,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnlab import scale
-from attnlab.masks import causal_mask
-from attnlab.transformer import Transformer, TransformerConfig
+from attnlab.core import scale
+from attnlab.core.masks import causal_mask
+from attnlab.models.transformer import Transformer, TransformerConfig
 
 from .error_log import ErrorLog
 

@@ -1,4 +1,4 @@
-"""Generated scenes (attnlab.corpus.scenes): determinism, gold regions, captions, splits, tasks, errors."""
+"""Generated scenes (attnlab.data.corpus.scenes): determinism, gold regions, captions, splits, tasks, errors."""
 
 import dataclasses
 import itertools
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.corpus import Pair, scenes
-from attnlab.corpus.scenes import (
+from attnlab.data.corpus import Pair, scenes
+from attnlab.data.corpus.scenes import (
     CAPTION_WORDS,
     COLOUR_RGB,
     COLOURS,
@@ -31,8 +31,8 @@ from attnlab.corpus.scenes import (
     token_region_mask,
     token_regions,
 )
-from attnlab.loaders import encode_pairs
-from attnlab.vocab import BOS, EOS, PAD, SPECIALS, UNK, Vocab
+from attnlab.data.loaders import encode_pairs
+from attnlab.data.vocab import BOS, EOS, PAD, SPECIALS, UNK, Vocab
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """Score functions: each kind against a hand computation, attend(), local windows, bad input.
 
-The one home of the :class:`attnlab.scores.AttentionScore` tests (the model-level Luong tests
+The one home of the :class:`attnlab.core.scores.AttentionScore` tests (the model-level Luong tests
 live in ``test_luong.py``).
 """
 
@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from attnlab.scores import SCORE_KINDS, AttentionScore, LocalPosition, attend, local_window_mask
+from attnlab.core.scores import SCORE_KINDS, AttentionScore, LocalPosition, attend, local_window_mask
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Tone-word signals (attnlab.corpus.signals) and the LAS-style transcriber (attnlab.speech)."""
+"""Tone-word signals (attnlab.data.corpus.signals) and the LAS-style transcriber (attnlab.models.speech)."""
 
 import random
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.corpus.signals import (
+from attnlab.data.corpus.signals import (
     ALPHABET,
     FRAME_LEN,
     FREQUENCIES,
@@ -22,8 +22,9 @@ from attnlab.corpus.signals import (
     render,
     word_bucket,
 )
-from attnlab.decoding import greedy_decode
-from attnlab.speech import (
+from attnlab.data.vocab import BOS, EOS, PAD
+from attnlab.models.decoding import greedy_decode
+from attnlab.models.speech import (
     Listener,
     Transcriber,
     TranscriberConfig,
@@ -32,10 +33,9 @@ from attnlab.speech import (
     monotonicity,
     peak_in_span,
     state_spans,
-    train_transcriber,
     transcribe,
 )
-from attnlab.vocab import BOS, EOS, PAD
+from attnlab.training.speech_experiments import train_transcriber
 
 
 def tiny(**kw):

@@ -8,9 +8,10 @@ import torch
 from fastai.callback.core import CancelFitException
 from fastai.learner import Learner
 
-from attnlab.evaluate import evaluate_model
-from attnlab.train import Budget, MaskedCrossEntropy, masked_cross_entropy, token_accuracy
-from attnlab.vocab import PAD
+from attnlab.data.vocab import PAD
+from attnlab.models.losses import masked_cross_entropy
+from attnlab.training.evaluate import evaluate_model
+from attnlab.training.train import Budget, MaskedCrossEntropy, token_accuracy
 
 
 def test_masked_cross_entropy_ignores_padding():
@@ -197,10 +198,10 @@ def test_budget_needs_exactly_one_of_steps_and_seconds():
 
 def test_step_budget_runs_are_reproducible():
     """The same seed and step budget give the same run twice: identical losses and weights."""
-    from attnlab.loaders import make_dataloaders
-    from attnlab.rnn import RNNConfig, Seq2SeqRNN
-    from attnlab.train import fit_budget, set_seed
-    from attnlab.vocab import build_vocabs
+    from attnlab.data.loaders import make_dataloaders
+    from attnlab.data.vocab import build_vocabs
+    from attnlab.models.rnn import RNNConfig, Seq2SeqRNN
+    from attnlab.training.train import fit_budget, set_seed
 
     from .conftest import copy_task_splits
 
@@ -221,10 +222,10 @@ def test_step_budget_runs_are_reproducible():
 
 
 def _tiny_run(steps, **kw):
-    from attnlab.loaders import make_dataloaders
-    from attnlab.rnn import RNNConfig, Seq2SeqRNN
-    from attnlab.train import fit_budget, set_seed
-    from attnlab.vocab import build_vocabs
+    from attnlab.data.loaders import make_dataloaders
+    from attnlab.data.vocab import build_vocabs
+    from attnlab.models.rnn import RNNConfig, Seq2SeqRNN
+    from attnlab.training.train import fit_budget, set_seed
 
     from .conftest import copy_task_splits
 
@@ -256,7 +257,7 @@ def test_loss_curve_and_progress_bar_leave_the_run_unchanged():
 
 
 def test_loss_curve_valid_loss_is_the_token_weighted_loss_of_the_valid_split():
-    from attnlab.train import masked_cross_entropy
+    from attnlab.models.losses import masked_cross_entropy
 
     learn, stats, _ = _tiny_run(5, progress=False, loss_every=5)
     model = learn.model.eval()
@@ -270,7 +271,7 @@ def test_loss_curve_valid_loss_is_the_token_weighted_loss_of_the_valid_split():
 
 
 def test_curve_every_for_and_loss_curve_arguments():
-    from attnlab.train import LossCurve, curve_every_for
+    from attnlab.training.train import LossCurve, curve_every_for
 
     assert curve_every_for(1000) == 50 and curve_every_for(1500) == 75 and curve_every_for(7) == 1
     assert curve_every_for(None) == 50
@@ -281,7 +282,7 @@ def test_curve_every_for_and_loss_curve_arguments():
 
 
 def test_smoothed_loss_floor_is_the_loss_of_the_smoothed_target_itself():
-    from attnlab.train import smoothed_loss_floor
+    from attnlab.models.losses import smoothed_loss_floor
 
     V, e = 7, 0.1
     target = torch.tensor([[3]])
@@ -304,10 +305,10 @@ def test_gumbel_annealing_lowers_the_temperature_step_by_step_in_a_fit():
     batches train at tau_0 exp(-r k), from the config's temperature down to temperature_final."""
     from fastai.callback.core import Callback
 
-    from attnlab.loaders import make_dataloaders
-    from attnlab.rnn import RNNConfig, Seq2SeqRNN
-    from attnlab.train import GumbelAnnealing, fit_budget, set_seed
-    from attnlab.vocab import build_vocabs
+    from attnlab.data.loaders import make_dataloaders
+    from attnlab.data.vocab import build_vocabs
+    from attnlab.models.rnn import RNNConfig, Seq2SeqRNN
+    from attnlab.training.train import GumbelAnnealing, fit_budget, set_seed
 
     from .conftest import copy_task_splits
 
@@ -340,8 +341,8 @@ def test_gumbel_annealing_lowers_the_temperature_step_by_step_in_a_fit():
 
 
 def test_gumbel_annealing_follows_a_time_budget_by_its_share():
-    from attnlab.rnn import RNNConfig, Seq2SeqRNN
-    from attnlab.train import GumbelAnnealing
+    from attnlab.models.rnn import RNNConfig, Seq2SeqRNN
+    from attnlab.training.train import GumbelAnnealing
 
     model = Seq2SeqRNN(
         RNNConfig(5, 5, emb_dim=4, hid_dim=4, attention="bahdanau", hard="gumbel", temperature_final=0.25)
@@ -358,7 +359,7 @@ def test_gumbel_annealing_follows_a_time_budget_by_its_share():
 
 
 def test_target_count_counts_tokens_but_every_class_label():
-    from attnlab.train import target_count
+    from attnlab.training.train import target_count
 
     assert target_count(torch.tensor([[5, 6, PAD], [7, PAD, PAD]])) == 3
     assert target_count(torch.tensor([0, 3, 0, 1])) == 4  # class 0 is a label, not padding
@@ -370,7 +371,7 @@ def test_fit_budget_takes_another_loss_and_metrics_and_refuses_a_smoothing_it_wo
     from fastai.data.core import DataLoaders
     from fastai.data.load import DataLoader
 
-    from attnlab.train import fit_budget, set_seed
+    from attnlab.training.train import fit_budget, set_seed
 
     set_seed(0)
     x = torch.randn(64, 5)

@@ -1,19 +1,19 @@
-"""``python -m attnlab.train``: one course model, trained through experiments.run, written in the foundation's format."""
+"""``python -m attnlab.training.train``: one course model, trained through experiments.run, written in the foundation's format."""
 
 import json
 
 import pytest
 import torch
 
-from attnlab import experiments, results, train
-from attnlab.checkpoint import load_checkpoint
+from attnlab.training import cli, experiments, results
+from attnlab.training.checkpoint import load_checkpoint
 
 TINY = ["--bs", "8", "--model", "emb_dim=8", "--model", "hid_dim=16", "--model", "attn_dim=8"]
 SMALL_CORPUS = ["--n-train", "200", "--n-valid", "20", "--test-per-bucket", "3"]
 
 
 def _cli(*args):
-    return train.main(["bahdanau", *TINY, *SMALL_CORPUS, *args])
+    return cli.main(["bahdanau", *TINY, *SMALL_CORPUS, *args])
 
 
 def test_the_command_trains_and_writes_checkpoint_and_results(tmp_data_dir, capsys):
@@ -28,7 +28,7 @@ def test_the_command_trains_and_writes_checkpoint_and_results(tmp_data_dir, caps
     assert (res["train_steps"], res["budget"], res["world_size"], res["batch_size"], res["global_batch"]) == (
         3, "3 steps", 1, 8, 8)
     assert res["model_config"] == {"emb_dim": 8, "hid_dim": 16, "attn_dim": 8}
-    assert res["produced_by"] == "python -m attnlab.train bahdanau " + " ".join([*TINY, *SMALL_CORPUS, "--steps", "3"])
+    assert res["produced_by"] == "python -m attnlab.training bahdanau " + " ".join([*TINY, *SMALL_CORPUS, "--steps", "3"])
     assert res["corpus_version"] == "synth-enfr-1" and res["by_bucket"]["31-40"]["n"] == 3  # the sizes asked for
     model, meta = load_checkpoint(results.checkpoint_path("bahdanau", shipped=False))
     assert (model.config.hid_dim, model.config.emb_dim, meta["metrics"]) == (16, 8, res)
@@ -62,7 +62,7 @@ def test_the_same_code_path_as_the_lessons(tmp_data_dir, capsys):
 
 def _error(capsys, *argv) -> str:
     with pytest.raises(SystemExit) as exc:
-        train.main(list(argv))
+        cli.main(list(argv))
     assert exc.value.code == 2
     return capsys.readouterr().err
 
@@ -118,7 +118,7 @@ def test_max_steps_bad_value(monkeypatch, capsys, bad):
 
 
 def test_experiments_command_still_trains(tmp_data_dir, monkeypatch, capsys):
-    """``python -m attnlab.experiments`` goes through the same run(); capped here so it takes seconds."""
+    """``python -m attnlab.training.experiments`` goes through the same run(); capped here so it takes seconds."""
     monkeypatch.setenv("ATTNLAB_MAX_STEPS", "2")
     monkeypatch.setattr(experiments, "load_splits", _small)  # the course's 100,000 pairs take too long here
     assert experiments.main(["rnn_noattn"]) == 0
@@ -126,14 +126,14 @@ def test_experiments_command_still_trains(tmp_data_dir, monkeypatch, capsys):
 
 
 def _small(**kwargs):
-    from attnlab.corpus import make_splits
+    from attnlab.data.corpus import make_splits
 
     return make_splits(n_train=200, n_valid=20, test_per_bucket=3, **kwargs)
 
 
 def _tsv(path, n=600):
     """A small English<TAB>French file (generated sentences, as text)."""
-    from attnlab.corpus import generate_pairs
+    from attnlab.data.corpus import generate_pairs
 
     path.write_text("".join(" ".join(p.src) + "\t" + " ".join(p.tgt) + "\n" for p in generate_pairs(n, seed=3)))
     return path
@@ -145,7 +145,7 @@ TSV_TINY = ["--steps", "2", "--bs", "8", "--model", "d_model=16", "--model", "di
 
 def test_corpus_trains_on_a_tsv_with_its_subwords_beside_the_checkpoint(tmp_data_dir, tmp_path, capsys):
     tsv = _tsv(tmp_path / "pairs.tsv")
-    assert train.main(["transformer", "--corpus", str(tsv), *TSV_TINY, "--subword-vocab", "100", "--out", "tsv"]) == 0
+    assert cli.main(["transformer", "--corpus", str(tsv), *TSV_TINY, "--subword-vocab", "100", "--out", "tsv"]) == 0
     res = results.read_result("tsv", shipped=False)
     prepared = tmp_data_dir / "runs" / "checkpoints" / "tsv.corpus"
     assert (prepared / "tokenizer_src.model").is_file() and (prepared / "tokenizer_tgt.model").is_file()

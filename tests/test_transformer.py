@@ -4,10 +4,10 @@ import pytest
 import torch
 from torch import nn
 
-from attnlab.checkpoint import load_checkpoint, save_checkpoint
-from attnlab.decoding import beam_search, greedy_decode, sequence_logprob
-from attnlab.masks import causal_mask, padding_mask, to_nn_mha_mask
-from attnlab.transformer import (
+from attnlab.core.masks import causal_mask, padding_mask, to_nn_mha_mask
+from attnlab.data.vocab import BOS, EOS, PAD, Vocab
+from attnlab.models.decoding import beam_search, greedy_decode, sequence_logprob
+from attnlab.models.transformer import (
     Decoder,
     DecoderLayer,
     Encoder,
@@ -20,7 +20,7 @@ from attnlab.transformer import (
     sinusoid_shift_matrix,
     sinusoidal_table,
 )
-from attnlab.vocab import BOS, EOS, PAD, Vocab
+from attnlab.training.checkpoint import load_checkpoint, save_checkpoint
 
 V_SRC, V_TGT = 20, 23
 ATOL = RTOL = 1e-5  # float32; observed differences are ~1e-7 or exactly 0

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from attnlab.corpus.tsv import iter_tsv, load_tsv, normalize_text, tokenize_en, tokenize_fr
+from attnlab.data.corpus.tsv import iter_tsv, load_tsv, normalize_text, tokenize_en, tokenize_fr
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SAMPLE = FIXTURES / "en_fr_sample.tsv"

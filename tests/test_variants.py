@@ -1,4 +1,4 @@
-"""Tests of lesson 07's attention variants: the functions of attnlab.variants against hand-written
+"""Tests of lesson 07's attention variants: the functions of attnlab.models.variants against hand-written
 references, and each variant as one switch of the RNN attention model (checkpoints, hostile input)."""
 
 from __future__ import annotations
@@ -9,14 +9,16 @@ import itertools
 import pytest
 import torch
 
-from attnlab import variants
-from attnlab.checkpoint import load_checkpoint, save_checkpoint
-from attnlab.checks import check_float
-from attnlab.corpus import Pair
-from attnlab.decoding import beam_search
-from attnlab.loaders import collate
-from attnlab.rnn import RNNConfig, Seq2SeqRNN
-from attnlab.vocab import SPECIALS, Vocab
+from attnlab.core.checks import check_float
+from attnlab.data import gold, metrics
+from attnlab.data.corpus import Pair
+from attnlab.data.loaders import collate
+from attnlab.data.vocab import SPECIALS, Vocab
+from attnlab.models import variants
+from attnlab.models.decoding import beam_search
+from attnlab.models.rnn import RNNConfig, Seq2SeqRNN
+from attnlab.training import explain
+from attnlab.training.checkpoint import load_checkpoint, save_checkpoint
 
 VARIANTS = {
     "coverage": dict(coverage=True, coverage_loss=1.0),
@@ -115,12 +117,12 @@ def test_alignment_loss_refuses_mismatched_shapes():
 
 def test_gold_attention_spreads_each_row_over_its_sure_links():
     pair = Pair(src=("a", "b", "c"), tgt=("x", "y", "z", "w"), align=((0,), (1, 2), (), (2,)), content=(True,) * 4)
-    g = variants.gold_attention(pair)
+    g = gold.gold_attention(pair)
     assert g.shape == (5, 4)
     torch.testing.assert_close(g[1], torch.tensor([0.0, 0.5, 0.5, 0.0]))
     assert g[2].sum() == 0 and g[4].sum() == 0  # unaligned word and <eos>
     with pytest.raises(ValueError, match="gold links"):
-        variants.gold_attention(Pair(src=("a",), tgt=("x",)))
+        gold.gold_attention(Pair(src=("a",), tgt=("x",)))
 
 
 def test_collate_pads_a_gold_attention_with_zeros():
@@ -248,18 +250,18 @@ def test_dropped_repeated_counts_from_the_gold_links():
         align=((0,), (1,), (2,), (3,), (4,)),
         content=(False, True, True, False, True),
     )
-    assert variants.dropped_repeated(pair.tgt, pair) == (0, 0)
-    assert variants.dropped_repeated(("le", "chat", "chat", "voit", "un"), pair) == (1, 1)  # chien dropped, chat twice
+    assert metrics.dropped_repeated(pair.tgt, pair) == (0, 0)
+    assert metrics.dropped_repeated(("le", "chat", "chat", "voit", "un"), pair) == (1, 1)  # chien dropped, chat twice
     # function words are not counted: dropping "un" is no dropped source word
-    assert variants.dropped_repeated(("le", "chat", "voit", "chien"), pair) == (0, 0)
-    by_bucket = variants.coverage_errors([("le", "chat", "chat", "voit", "un"), pair.tgt], [pair, pair])
+    assert metrics.dropped_repeated(("le", "chat", "voit", "chien"), pair) == (0, 0)
+    by_bucket = metrics.coverage_errors([("le", "chat", "chat", "voit", "un"), pair.tgt], [pair, pair])
     assert by_bucket == {"1-10": {"dropped": 1, "repeated": 1, "sentences": 2, "per_100_words": round(100 * 2 / 6, 2)}}
 
 
 def test_coverage_errors_refuses_unequal_lengths():
     pair = Pair(src=("a",), tgt=("x",), align=((0,),), content=(True,))
     with pytest.raises(ValueError, match="same length"):
-        variants.coverage_errors([], [pair])
+        metrics.coverage_errors([], [pair])
 
 
 # ----------------------------------------------------------------- the switches on the model
@@ -406,7 +408,7 @@ def test_replacing_a_field_keeps_the_config_checked():
 def test_a_checkpoint_saved_before_the_variants_loads_with_every_switch_off():
     import json
 
-    from attnlab.results import checkpoint_path
+    from attnlab.training.results import checkpoint_path
 
     base = checkpoint_path("bahdanau", shipped=True)
     config = json.loads(base.with_suffix(".json").read_text())["config"]
@@ -420,7 +422,7 @@ def test_a_checkpoint_saved_before_the_variants_loads_with_every_switch_off():
 def test_the_training_loop_adds_the_models_aux_loss_in_training_only():
     from types import SimpleNamespace
 
-    from attnlab.train import AuxLoss
+    from attnlab.training.train import AuxLoss
 
     model = tiny(align_loss=1.0).train()
     model(SRC, TGT_IN, gold_batch())
@@ -434,9 +436,9 @@ def test_the_training_loop_adds_the_models_aux_loss_in_training_only():
 
 
 def test_supervised_batches_carry_the_gold_attention():
-    from attnlab.corpus import Splits
-    from attnlab.loaders import make_dataloaders
-    from attnlab.vocab import build_vocabs
+    from attnlab.data.corpus import Splits
+    from attnlab.data.loaders import make_dataloaders
+    from attnlab.data.vocab import build_vocabs
 
     pairs = [
         Pair(src=("a", "b"), tgt=("x", "y", "z"), align=((0,), (1,), ()), content=(True, True, False)),
@@ -515,7 +517,7 @@ def test_uniform_attention_spreads_weights_evenly_and_restores_the_model():
     model = tiny().eval()
     with torch.no_grad():
         before_logits, before = model(SRC, TGT_IN, return_attention=True)
-        with variants.uniform_attention(model) as m:
+        with explain.uniform_attention(model) as m:
             logits, attn = m(SRC, TGT_IN, return_attention=True)
         after_logits, _ = model(SRC, TGT_IN, return_attention=True)
     torch.testing.assert_close(attn[0], torch.full((4, 5), 0.2))
@@ -528,19 +530,19 @@ def test_uniform_attention_spreads_weights_evenly_and_restores_the_model():
 
 def test_uniform_attention_is_undone_when_the_block_raises():
     model = tiny()
-    with pytest.raises(RuntimeError, match="inside"), variants.uniform_attention(model):
+    with pytest.raises(RuntimeError, match="inside"), explain.uniform_attention(model):
         raise RuntimeError("inside")
     assert "_attend" not in vars(model)
 
 
 @pytest.mark.parametrize("kw", [dict(coverage=True), dict(monotonic=True)])
 def test_uniform_attention_refuses_models_it_would_break(kw):
-    with pytest.raises(ValueError, match="plain global soft attention"), variants.uniform_attention(tiny(**kw)):
+    with pytest.raises(ValueError, match="plain global soft attention"), explain.uniform_attention(tiny(**kw)):
         pass
     cfg = RNNConfig(src_vocab_size=12, tgt_vocab_size=11, emb_dim=6, hid_dim=8)
     with (
         pytest.raises(ValueError, match="needs a Seq2SeqRNN with attention"),
-        variants.uniform_attention(Seq2SeqRNN(cfg)),
+        explain.uniform_attention(Seq2SeqRNN(cfg)),
     ):
         pass
 
@@ -555,7 +557,7 @@ def test_leave_one_out_importance_matches_one_forward_per_removed_word():
     model = tiny().eval()
     src_vocab, tgt_vocab = _toy_vocabs()
     pair = Pair(src=("s0", "s1", "s2"), tgt=("w0", "w1"), align=((0,), (2,)), content=(True, True))
-    imp = variants.leave_one_out_importance(model, pair, src_vocab, tgt_vocab)
+    imp = explain.leave_one_out_importance(model, pair, src_vocab, tgt_vocab)
     assert imp.shape == (2, 3)
 
     def logp(src_words):
@@ -569,7 +571,7 @@ def test_leave_one_out_importance_matches_one_forward_per_removed_word():
     for j in range(3):
         torch.testing.assert_close(imp[:, j], full - logp(pair.src[:j] + pair.src[j + 1 :]), atol=1e-5, rtol=0)
     with pytest.raises(ValueError, match="at least 2 words"):
-        variants.leave_one_out_importance(model, Pair(src=("s0",), tgt=("w0",)), src_vocab, tgt_vocab)
+        explain.leave_one_out_importance(model, Pair(src=("s0",), tgt=("w0",)), src_vocab, tgt_vocab)
 
 
 def test_the_reinforce_baseline_lowers_the_variance_here_and_can_be_switched_off():

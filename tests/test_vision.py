@@ -6,11 +6,10 @@ import math
 import pytest
 import torch
 
-from attnlab import models
-from attnlab.checkpoint import CheckpointError, load_checkpoint, save_checkpoint, vocab_sides
-from attnlab.decoding import beam_search, beam_steps, greedy_decode, sequence_logprob
-from attnlab.rnn import RNNConfig, Seq2SeqRNN
-from attnlab.vision import (
+from attnlab.data.vocab import BOS, EOS, PAD, Vocab
+from attnlab.models.decoding import beam_search, beam_steps, greedy_decode, sequence_logprob
+from attnlab.models.rnn import RNNConfig, Seq2SeqRNN
+from attnlab.models.vision import (
     Captioner,
     CaptionerConfig,
     CNNClassifier,
@@ -24,7 +23,8 @@ from attnlab.vision import (
     patchify,
     unpatchify,
 )
-from attnlab.vocab import BOS, EOS, PAD, Vocab
+from attnlab.training import families as models
+from attnlab.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint, vocab_sides
 
 V = 14
 SMALL_CAP = dict(image_size=24, grid=4, width=8, emb_dim=8, hid_dim=16)

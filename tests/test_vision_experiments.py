@@ -10,12 +10,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnlab import results
-from attnlab import vision_experiments as vx
-from attnlab.checkpoint import CheckpointError
-from attnlab.corpus import scenes as sc
-from attnlab.vision import Captioner, CNNClassifier, ViT
-from attnlab.vocab import PAD
+from attnlab.data.corpus import scenes as sc
+from attnlab.data.vocab import PAD
+from attnlab.models.vision import Captioner, CNNClassifier, ViT
+from attnlab.training import results
+from attnlab.training import vision_experiments as vx
+from attnlab.training.checkpoint import CheckpointError
 
 SMALL = dict(n_train=48, n_valid=12, n_test=4)
 

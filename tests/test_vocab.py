@@ -1,12 +1,12 @@
-"""Vocabularies (attnlab.vocab): specials, building, encoding, decoding and its bad input."""
+"""Vocabularies (attnlab.data.vocab): specials, building, encoding, decoding and its bad input."""
 
 import json
 
 import pytest
 import torch
 
-from attnlab.corpus.splits import make_splits
-from attnlab.vocab import BOS, EOS, PAD, SPECIALS, UNK, Vocab, build_vocabs
+from attnlab.data.corpus.splits import make_splits
+from attnlab.data.vocab import BOS, EOS, PAD, SPECIALS, UNK, Vocab, build_vocabs
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnlab.widgets.head_viewer import as_layer_head_stack, head_viewer, update_head_viewer
-from attnlab.widgets.mask_lab import describe_mask_lab, mask_lab_widget, plot_mask_lab, update_mask_lab
-from attnlab.widgets.worked_example import (
+from attnlab.viz.widgets.head_viewer import as_layer_head_stack, head_viewer, update_head_viewer
+from attnlab.viz.widgets.mask_lab import describe_mask_lab, mask_lab_widget, plot_mask_lab, update_mask_lab
+from attnlab.viz.widgets.worked_example import (
     PUBLISHED_OUTPUT,
     PUBLISHED_ROUNDED_SCORES,
     PUBLISHED_WEIGHTS,

@@ -13,12 +13,12 @@ import pytest
 import torch
 from torch import nn
 
-from attnlab.corpus.scenes import caption_vocab, images_tensor, make_object, make_scene, make_scene_test_split
-from attnlab.decoding import greedy_decode
-from attnlab.vision import Captioner, CaptionerConfig
-from attnlab.vocab import EOS, SPECIALS, Vocab
-from attnlab.widgets._live import figure_png, new_figure
-from attnlab.widgets.caption_stepper import (
+from attnlab.data.corpus.scenes import caption_vocab, images_tensor, make_object, make_scene, make_scene_test_split
+from attnlab.data.vocab import EOS, SPECIALS, Vocab
+from attnlab.models.decoding import greedy_decode
+from attnlab.models.vision import Captioner, CaptionerConfig
+from attnlab.viz.widgets._live import figure_png, new_figure
+from attnlab.viz.widgets.caption_stepper import (
     CaptionCase,
     caption_cases,
     caption_frame,
@@ -161,7 +161,7 @@ def test_case_refuses_what_does_not_fit():
         CaptionCase(scene, tokens, attn, GRID, candidates=((), ()))
     with pytest.raises(ValueError, match="tokens must be a non-empty sequence"):
         CaptionCase(scene, (), attn[:0], GRID)
-    with pytest.raises(TypeError, match="scene must be an attnlab.corpus.scenes.Scene"):
+    with pytest.raises(TypeError, match="scene must be an attnlab.data.corpus.scenes.Scene"):
         CaptionCase("scene", tokens, attn, GRID)
 
 

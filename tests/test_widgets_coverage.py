@@ -7,8 +7,8 @@ import time
 import numpy as np
 import pytest
 
-from attnlab.widgets._live import new_figure
-from attnlab.widgets.coverage_explorer import (
+from attnlab.viz.widgets._live import new_figure
+from attnlab.viz.widgets.coverage_explorer import (
     coverage_explorer_widget,
     format_coverage_explorer,
     plot_coverage_explorer,

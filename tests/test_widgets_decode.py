@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.decoding import greedy_decode
-from attnlab.rnn import RNNConfig, Seq2SeqRNN
-from attnlab.vocab import BOS, PAD, build_vocabs
-from attnlab.widgets import decode_stepper
-from attnlab.widgets.decode_stepper import StepperState, attention_png, decode_steps, step_view
+from attnlab.data.vocab import BOS, PAD, build_vocabs
+from attnlab.models.decoding import greedy_decode
+from attnlab.models.rnn import RNNConfig, Seq2SeqRNN
+from attnlab.viz.widgets import decode_stepper
+from attnlab.viz.widgets.decode_stepper import StepperState, attention_png, decode_steps, step_view
 
 from .conftest import copy_task_splits
 
@@ -26,7 +26,7 @@ def untrained():
 
 
 def test_steps_follow_greedy_decoding(copy_trained):
-    from attnlab.evaluate import translate
+    from attnlab.models.decoding import translate
 
     model, splits, src_vocab, tgt_vocab, *_ = copy_trained
     pair = splits.test[0]

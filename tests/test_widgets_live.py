@@ -1,4 +1,4 @@
-"""The drawing every lesson widget shares (attnlab.widgets._live), driven headless: one PNG per change,
+"""The drawing every lesson widget shares (attnlab.viz.widgets._live), driven headless: one PNG per change,
 no pyplot inside a callback, one change at a time whichever thread delivers it."""
 
 from __future__ import annotations
@@ -14,17 +14,17 @@ pytest.importorskip("ipywidgets")
 import ipywidgets as widgets  # noqa: E402
 from ipywidgets.widgets.widget_link import Link  # noqa: E402
 
-from attnlab.widgets import decode_stepper  # noqa: E402
-from attnlab.widgets._live import figure_png, flipbook, live, new_figure, picture  # noqa: E402
-from attnlab.widgets.head_viewer import head_viewer, plot_head_viewer, update_head_viewer  # noqa: E402
-from attnlab.widgets.mask_lab import mask_lab_widget, plot_mask_lab, update_mask_lab  # noqa: E402
-from attnlab.widgets.score_playground import (  # noqa: E402
+from attnlab.viz.widgets import decode_stepper  # noqa: E402
+from attnlab.viz.widgets._live import figure_png, flipbook, live, new_figure, picture  # noqa: E402
+from attnlab.viz.widgets.head_viewer import head_viewer, plot_head_viewer, update_head_viewer  # noqa: E402
+from attnlab.viz.widgets.mask_lab import mask_lab_widget, plot_mask_lab, update_mask_lab  # noqa: E402
+from attnlab.viz.widgets.score_playground import (  # noqa: E402
     score_playground_widget,
     temperature_flipbook,
     temperature_widget,
     update_temperature,
 )
-from attnlab.widgets.worked_example import worked_example_widget  # noqa: E402
+from attnlab.viz.widgets.worked_example import worked_example_widget  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -163,8 +163,8 @@ def test_head_viewer_uses_one_colour_scale_per_layer_with_a_colour_bar():
 def test_stepper_handles_one_change_at_a_time_across_threads(monkeypatch):
     """Lesson 02's stepper: a sentence chosen while a step change is being drawn waits for it,
     so the chart shown is always the chosen sentence's (no mixed or half-drawn PNG)."""
-    from attnlab.rnn import RNNConfig, Seq2SeqRNN
-    from attnlab.vocab import build_vocabs
+    from attnlab.data.vocab import build_vocabs
+    from attnlab.models.rnn import RNNConfig, Seq2SeqRNN
 
     from .conftest import copy_task_splits
 

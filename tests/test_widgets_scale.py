@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from attnlab.scale import kv_cache_bytes, memory_model
-from attnlab.widgets._live import new_figure
-from attnlab.widgets.scale_explorer import (
+from attnlab.core.scale import kv_cache_bytes, memory_model
+from attnlab.viz.widgets._live import new_figure
+from attnlab.viz.widgets.scale_explorer import (
     SEQ_LENS,
     format_scale_explorer,
     plot_scale_explorer,
@@ -55,7 +55,7 @@ def test_errors():
 
 def test_widget_follows_its_controls():
     pytest.importorskip("ipywidgets")
-    from attnlab.widgets.scale_explorer import scale_explorer_widget
+    from attnlab.viz.widgets.scale_explorer import scale_explorer_widget
 
     root = scale_explorer_widget(seq_len=4096, block_size=128, num_kv_heads=8)
     n, block, kv = root.children[0].children

@@ -9,8 +9,8 @@ import matplotlib
 import pytest
 import torch
 
-from attnlab.scores import SCORE_KINDS
-from attnlab.widgets.score_playground import (
+from attnlab.core.scores import SCORE_KINDS
+from attnlab.viz.widgets.score_playground import (
     DEFAULT_KEYS,
     DEFAULT_QUERY,
     format_score_playground,
@@ -185,7 +185,7 @@ def test_temperature_widget_follows_its_controls():
 
 def test_playground_legend_never_covers_a_bar():
     """Lesson 03: the legend sat inside the axes, over a weight close to 1 (the tallest bar)."""
-    from attnlab.widgets._live import new_figure
+    from attnlab.viz.widgets._live import new_figure
 
     # what the browser test left in lesson 03's playground: every cell moved up by 1.5
     query = [2.5, 2.0, 1.5, 1.5]

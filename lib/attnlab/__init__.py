@@ -1,31 +1,34 @@
 """Attention Lab: the tested PyTorch library behind the course.
 
-Modules, in lesson order:
+The library is six packages in layers. Read it bottom to top: each package imports only from the
+packages below it (``tests/test_layers.py`` fails on an upward import, a function-local import of
+the library, or an import cycle)::
 
-* :mod:`attnlab.corpus` -- the generated corpus: one grammar, one realiser per language
-  (English, French, Korean), gold sure/possible alignments, splits, and a loader for real
-  tab-separated corpora;
-* :mod:`attnlab.vocab` -- special tokens and vocabularies;
-* :mod:`attnlab.loaders` -- token tensors and fastai DataLoaders (length-sorted batches);
-* :mod:`attnlab.data` -- the old home of the three above, kept as an alias for one release;
-* :mod:`attnlab.checks` -- the input checks every public entry point uses, and ``eval_mode``;
-* :mod:`attnlab.masks` -- the mask convention and the NaN-free masked softmax;
-* :mod:`attnlab.scores` -- attention score functions (dot, general, concat, location, scaled dot);
-* :mod:`attnlab.rnn` -- GRU encoder-decoders without attention, with Bahdanau or Luong attention;
-* :mod:`attnlab.attention` -- scaled dot-product and multi-head attention (and grouped-query);
-* :mod:`attnlab.scale` -- attention at scale: tiled online-softmax attention, memory measurement,
-  key/value cache sizes, sliding windows and a ring-buffer cache;
-* :mod:`attnlab.linear_attention` -- linear attention (elu + 1 features), parallel and recurrent;
-* :mod:`attnlab.train` -- the fastai training toolkit (masked loss, step budget, one-cycle);
-* :mod:`attnlab.decoding` -- greedy decoding and beam search;
-* :mod:`attnlab.evaluate` -- BLEU and chrF (sacrebleu), exact match, alignment agreement, AER;
-* :mod:`attnlab.models` -- the model families (RNN, Transformer), each named once;
-* :mod:`attnlab.checkpoint` -- safetensors checkpoints with a JSON config and the weights' sha256;
-* :mod:`attnlab.results` -- where checkpoints and results live (shipped, else the learner's run);
-* :mod:`attnlab.experiments` -- named training recipes per profile and language pair;
-* :mod:`attnlab.report` -- the README's results tables, generated from the results files;
-* :mod:`attnlab.plots` -- attention heatmaps and metric-by-length plots;
-* :mod:`attnlab.profiles` -- the ``cpu`` / ``gpu`` profile.
+    course     exercises: the stubs learners fill in and the checks that enforce them
+      ^
+    viz        plots, diagrams, widgets (the lessons' pictures and controls)
+      ^
+    training   fastai training, profiles' presets, experiments, checkpoints, results, evaluation
+      ^        of whole models, explanation tests, the report and the command lines
+    models     the RNN encoder-decoders and their attention variants, the Transformer, decoding,
+      ^        and the later lessons' models (agreement, multi-source, vision, speech, documents)
+    data       vocabularies, the generated corpora with gold alignments, loaders, the real-corpus
+      ^        pipeline, and the scores against references and gold links (BLEU, chrF, AER)
+    core       masks, attention (SDPA, multi-head, grouped-query), score functions, tiled and
+               linear attention, input checks, the cpu/gpu profile: building blocks, torch only
+
+* :mod:`attnlab.core` -- ``checks``, ``masks``, ``attention``, ``scores``, ``scale``,
+  ``linear_attention``, ``profiles``;
+* :mod:`attnlab.data` -- ``vocab``, ``corpus`` (grammar, realisers, splits, triples, scenes,
+  signals, documents, TSV), ``loaders``, ``realcorpus``, ``gold``, ``metrics``, ``paths``;
+* :mod:`attnlab.models` -- ``rnn``, ``variants``, ``transformer``, ``decoding``, ``losses``,
+  ``agreement``, ``multisource``, ``vision``, ``speech``, ``hierarchical``;
+* :mod:`attnlab.training` -- ``train``, ``experiments``, ``families``, ``checkpoint``, ``results``,
+  ``evaluate``, ``explain``, ``estimate``, ``report``, ``cli`` (``python -m attnlab.training``), and
+  the later lessons' runs (``multisource_experiments``, ``vision_experiments``,
+  ``speech_experiments``, ``hierarchical_experiments``);
+* :mod:`attnlab.viz` -- ``plots``, ``diagrams``, ``widgets``;
+* :mod:`attnlab.course` -- ``exercises``.
 """
 
 import warnings
