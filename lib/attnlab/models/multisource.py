@@ -95,7 +95,7 @@ from attnlab.data.metrics import (
 )
 from attnlab.data.vocab import EOS, PAD, Vocab
 from attnlab.models.decoding import beam_search
-from attnlab.models.rnn import RNNConfig, Seq2SeqRNN, StatesEncoderDecoder, encode_tokens
+from attnlab.models.rnn import RNNConfig, Seq2SeqRNN, StatesEncoderDecoder, encode_tokens, states_decoder_config
 
 __all__ = [
     "COMBINES",
@@ -158,18 +158,7 @@ class MultiSourceConfig:
     def rnn_config(self) -> RNNConfig:
         """The :class:`attnlab.models.rnn.RNNConfig` of the decoder: Bahdanau attention over the two encoders'
         states."""
-        return RNNConfig(
-            src_vocab_size=None,
-            tgt_vocab_size=self.tgt_vocab_size,
-            emb_dim=self.emb_dim,
-            hid_dim=self.hid_dim,
-            attention="bahdanau",
-            score="concat",
-            attn_dim=self.attn_dim,
-            dropout=self.dropout,
-            source="states",
-            sources=len(LANGS) if self.combine == "separate" else 1,
-        )
+        return states_decoder_config(self, sources=len(LANGS) if self.combine == "separate" else 1)
 
 
 def by_source(attn: torch.Tensor) -> torch.Tensor:

@@ -940,6 +940,29 @@ class Seq2SeqRNN(nn.Module):
         return logits, attn
 
 
+def states_decoder_config(config, **fields) -> RNNConfig:
+    """The :class:`RNNConfig` of lesson 2's Bahdanau decoder (``concat`` score) over states that a model's own
+    encoder gives (``source="states"``), sized by ``config``.
+
+    Args:
+        config: a model config with ``tgt_vocab_size``, ``emb_dim``, ``hid_dim``, ``attn_dim`` and ``dropout``
+            (the captioner's, the transcriber's, the multi-source model's).
+        fields: the further :class:`RNNConfig` fields the model sets (``max_src_len``, ``prev_conv``, ``sources``).
+    """
+    return RNNConfig(
+        src_vocab_size=None,
+        tgt_vocab_size=config.tgt_vocab_size,
+        emb_dim=config.emb_dim,
+        hid_dim=config.hid_dim,
+        attention="bahdanau",
+        score="concat",
+        attn_dim=config.attn_dim,
+        dropout=config.dropout,
+        source="states",
+        **fields,
+    )
+
+
 class StatesEncoderDecoder(nn.Module):
     """Base of the models whose own encoder feeds a ``source="states"`` :class:`Seq2SeqRNN` (``self.decoder``).
 

@@ -58,7 +58,7 @@ from attnlab.data.corpus.signals import (
 )
 from attnlab.data.vocab import EOS, PAD, Vocab
 from attnlab.models.decoding import greedy_decode
-from attnlab.models.rnn import RNNConfig, Seq2SeqRNN, StatesEncoderDecoder
+from attnlab.models.rnn import RNNConfig, Seq2SeqRNN, StatesEncoderDecoder, states_decoder_config
 
 __all__ = [
     "REDUCTIONS",
@@ -116,18 +116,7 @@ class TranscriberConfig:
 
     def rnn_config(self) -> RNNConfig:
         """The :class:`attnlab.models.rnn.RNNConfig` of the speller: Bahdanau attention over given states."""
-        return RNNConfig(
-            src_vocab_size=None,
-            tgt_vocab_size=self.tgt_vocab_size,
-            emb_dim=self.emb_dim,
-            hid_dim=self.hid_dim,
-            attention="bahdanau",
-            score="concat",
-            attn_dim=self.attn_dim,
-            dropout=self.dropout,
-            prev_conv=self.prev_conv,
-            source="states",
-        )
+        return states_decoder_config(self, prev_conv=self.prev_conv)
 
 
 class Listener(nn.Module):

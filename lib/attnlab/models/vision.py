@@ -60,7 +60,7 @@ from attnlab.core.checks import (
     check_tensor,
 )
 from attnlab.data.vocab import PAD
-from attnlab.models.rnn import RNNConfig, Seq2SeqRNN, StatesEncoderDecoder
+from attnlab.models.rnn import RNNConfig, Seq2SeqRNN, StatesEncoderDecoder, states_decoder_config
 from attnlab.models.transformer import Encoder
 
 __all__ = [
@@ -342,18 +342,7 @@ class CaptionerConfig:
 
     def rnn_config(self) -> RNNConfig:
         """The :class:`attnlab.models.rnn.RNNConfig` of the decoder: Bahdanau attention over given states."""
-        return RNNConfig(
-            src_vocab_size=None,
-            tgt_vocab_size=self.tgt_vocab_size,
-            emb_dim=self.emb_dim,
-            hid_dim=self.hid_dim,
-            attention="bahdanau",
-            score="concat",
-            attn_dim=self.attn_dim,
-            max_src_len=self.grid * self.grid,
-            dropout=self.dropout,
-            source="states",
-        )
+        return states_decoder_config(self, max_src_len=self.grid * self.grid)
 
 
 class Captioner(StatesEncoderDecoder):

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import torch
 
-from attnlab.core.checks import check_positive_int
+from attnlab.core.checks import check_choice, check_positive_int
 from attnlab.core.profiles import get_device, get_profile, num_threads, train_threads
 from attnlab.data import realcorpus
 from attnlab.data.corpus import BUCKET_NAMES, TARGETS, Splits, corpus_version, load_splits
@@ -376,11 +376,29 @@ for _name, _lam in (("agreement_0", 0.0), ("agreement", 1.0)):
     }
 
 
+def pick_preset(presets: dict, name: str, profile: str | None = None, *, what: str = "experiment"):
+    """``presets[name][profile]`` (default: the active profile): the one preset lookup of every family.
+
+    Args:
+        presets: ``{name: {profile: experiment}}`` (:data:`EXPERIMENTS` or a family's own table).
+        name: the preset.
+        profile: ``cpu``/``gpu``.
+        what: what the presets are called in the error message.
+
+    Raises:
+        KeyError: an unknown name (the message lists the known ones).
+        ValueError: an unknown profile.
+    """
+    if not isinstance(name, str) or name not in presets:
+        raise KeyError(f"unknown {what} {name!r}; known: {sorted(presets)}")
+    profile = profile or get_profile()
+    check_choice("profile", profile, tuple(presets[name]))
+    return presets[name][profile]
+
+
 def preset(name: str, profile: str | None = None) -> Experiment:
     """The :class:`Experiment` called ``name`` for ``profile`` (default: the active profile)."""
-    if name not in EXPERIMENTS:
-        raise KeyError(f"unknown experiment {name!r}; known: {sorted(EXPERIMENTS)}")
-    return EXPERIMENTS[name][profile or get_profile()]
+    return pick_preset(EXPERIMENTS, name, profile)
 
 
 def build_model(exp: Experiment, src_vocab, tgt_vocab) -> torch.nn.Module:
@@ -422,6 +440,14 @@ class RunPlan:
         record: results fields written after the training figures (corpus version, data, corpus).
         checkpoint: keyword arguments of :func:`save_run` besides the model (vocabularies, ``extra``,
             ``corpus_version``).
+        profile: ``cpu``/``gpu``.
+        seed: training seed.
+        ship: write the committed ``data/checkpoints`` / ``data/results`` instead of ``data/runs``.
+        save: write the files at all.
+        progress: fastai progress bars.
+        produced_by: the command recorded in the results.
+        capped: the field of :func:`capped_budget` (empty when the budget was not capped).
+        fields: further results fields written after ``budget`` (e.g. ``model_config``).
         fit: the training function (:func:`attnlab.training.train.fit_budget` or one with its signature).
         cbs: extra fastai callbacks.
         rate: the name under which the training rate is recorded.
@@ -435,6 +461,14 @@ class RunPlan:
     header: dict
     record: dict
     checkpoint: dict
+    profile: str
+    seed: int = 0
+    ship: bool = False
+    save: bool = True
+    progress: bool = True
+    produced_by: str = "live run"
+    capped: dict = field(default_factory=dict)
+    fields: dict = field(default_factory=dict)
     fit: Callable = fit_budget
     cbs: tuple = ()
     rate: str = "tokens_per_second"
@@ -448,18 +482,7 @@ def capped_budget(exp: Experiment) -> tuple[Experiment, dict]:
     return exp, {}
 
 
-def record_run(
-    plan: RunPlan,
-    *,
-    profile: str,
-    seed: int = 0,
-    ship: bool = False,
-    save: bool = True,
-    progress: bool = True,
-    produced_by: str = "live run",
-    capped: dict | None = None,
-    fields: dict | None = None,
-) -> tuple[torch.nn.Module, dict | None]:
+def record_run(plan: RunPlan) -> tuple[torch.nn.Module, dict | None]:
     """Train, evaluate and record one run: the one path of every lesson's ``run`` (translation,
     multi-source, vision).
 
@@ -469,25 +492,17 @@ def record_run(
     return ``(model, None)``.
 
     Args:
-        plan: what the family supplies (:class:`RunPlan`).
-        profile: ``cpu``/``gpu``.
-        seed: training seed.
-        ship: write the committed ``data/checkpoints`` / ``data/results`` instead of ``data/runs``.
-        save: write the files at all.
-        progress: fastai progress bars.
-        produced_by: the command recorded in the results.
-        capped: the field of :func:`capped_budget` (empty when the budget was not capped).
-        fields: further results fields written after ``budget`` (e.g. ``model_config``).
+        plan: the run (:class:`RunPlan`): what the family supplies and the run's options.
 
     Returns:
         ``(model, results)``.
     """
     exp = plan.exp
-    device = process_device(get_device(profile))  # this process's own GPU in a distributed run
+    device = process_device(get_device(plan.profile))  # this process's own GPU in a distributed run
     processes = world_size()
-    threads = train_threads(profile)
+    threads = train_threads(plan.profile)
     load_before = results.load_average()
-    set_seed(seed)
+    set_seed(plan.seed)
     with num_threads(threads):
         dls = plan.dataloaders(device)
         model = plan.build().to(device)
@@ -501,9 +516,9 @@ def record_run(
             lr=exp.lr,
             wd=exp.wd,
             label_smoothing=exp.label_smoothing,
-            progress=progress,
+            progress=plan.progress,
             loss_every=curve_every_for(exp.steps),
-            profile=profile,
+            profile=plan.profile,
             cbs=list(plan.cbs),
         )
         model.eval()
@@ -515,10 +530,10 @@ def record_run(
         "description": exp.description,
         **metrics,
         "params": count_params(model),
-        "seed": seed,
+        "seed": plan.seed,
         "budget": exp.budget,
-        **(capped or {}),
-        **(fields or {}),
+        **plan.capped,
+        **plan.fields,
         "batch_size": exp.bs,
         "world_size": processes,
         "global_batch": exp.bs * processes,
@@ -528,11 +543,13 @@ def record_run(
         "peak_memory_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None,
         "loss_curve": stats.loss_curve,
         **plan.record,
-        **results.provenance(produced_by=produced_by, profile=profile, threads=threads, load_before=load_before),
+        **results.provenance(
+            produced_by=plan.produced_by, profile=plan.profile, threads=threads, load_before=load_before
+        ),
     }
     res = results.json_ready(res)  # e.g. align_function is NaN when a test split has no function words
-    if save:
-        save_run(model, plan.out, res, ship=ship, device=device, **plan.checkpoint)
+    if plan.save:
+        save_run(model, plan.out, res, ship=plan.ship, device=device, **plan.checkpoint)
     return model, res
 
 
@@ -635,6 +652,13 @@ def run(
             res["learning_curve"] = _learning_curve(model, snapshots, res, splits.test, src_vocab, tgt_vocab, pair)
         return res
 
+    if produced_by is None:
+        produced_by = f"python -m attnlab.training.experiments {name} --pair {pair} --ship" if ship else "live run"
+    fields = {
+        **({"max_train_src_len": exp.max_train_src_len} if exp.max_train_src_len is not None else {}),
+        **({"model_config": dict(model_config)} if model_config else {}),
+        **({"corpus": corpus} if corpus is not None else {}),
+    }
     plan = RunPlan(
         exp=exp,
         out=out,
@@ -650,25 +674,11 @@ def run(
             corpus_version=version,
         ),
         cbs=(snapshots,) if snapshots else (),
-    )
-    if produced_by is None:
-        produced_by = f"python -m attnlab.training.experiments {name} --pair {pair} --ship" if ship else "live run"
-    fields = {
-        **({"max_train_src_len": exp.max_train_src_len} if exp.max_train_src_len is not None else {}),
-        **({"model_config": dict(model_config)} if model_config else {}),
-        **({"corpus": corpus} if corpus is not None else {}),
-    }
-    return record_run(
-        plan,
-        profile=profile,
-        seed=seed,
-        ship=ship,
-        save=save,
-        progress=progress,
-        produced_by=produced_by,
+        profile=profile, seed=seed, ship=ship, save=save, progress=progress, produced_by=produced_by,
         capped=capped,
         fields=fields,
     )
+    return record_run(plan)
 
 
 def save_run(model: torch.nn.Module, out: str, res: dict, *, ship: bool, device, **checkpoint) -> None:

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 import torch
 
 from attnlab.core.checks import (
-    check_choice,
     check_int,
     check_positive_int,
 )
@@ -89,11 +88,7 @@ def preset(name: str, profile: str | None = None) -> MultiSourceExperiment:
         KeyError: an unknown name (the message lists the known ones).
         ValueError: an unknown profile.
     """
-    if not isinstance(name, str) or name not in MULTISOURCE_EXPERIMENTS:
-        raise KeyError(f"unknown multi-source experiment {name!r}; known: {sorted(MULTISOURCE_EXPERIMENTS)}")
-    profile = profile or get_profile()
-    check_choice("profile", profile, tuple(MULTISOURCE_EXPERIMENTS[name]))
-    return MULTISOURCE_EXPERIMENTS[name][profile]
+    return experiments.pick_preset(MULTISOURCE_EXPERIMENTS, name, profile, what="multi-source experiment")
 
 
 def _data_record(exp: MultiSourceExperiment, data: TripleSplits) -> dict:
@@ -161,6 +156,8 @@ def run(
         )
     src_vocab, tgt_vocab = build_vocabs(data)
     config = {"src_vocab_size": len(src_vocab), "tgt_vocab_size": len(tgt_vocab), **exp.model}
+    if produced_by is None:
+        produced_by = "python scripts/lesson07_multisource.py" if ship else "live run"
     plan = RunPlan(
         exp=exp,
         out=name,
@@ -177,19 +174,10 @@ def run(
             extra={"experiment": dataclasses.asdict(exp), "task": TASK},
             corpus_version=CORPUS_VERSION,
         ),
-    )
-    if produced_by is None:
-        produced_by = "python scripts/lesson07_multisource.py" if ship else "live run"
-    return record_run(
-        plan,
-        profile=profile,
-        seed=seed,
-        ship=ship,
-        save=save,
-        progress=progress,
-        produced_by=produced_by,
+        profile=profile, seed=seed, ship=ship, save=save, progress=progress, produced_by=produced_by,
         capped=capped,
     )
+    return record_run(plan)
 
 
 def load_trained(name: str, *, prefer_live: bool = True, device: str | torch.device = "cpu"):

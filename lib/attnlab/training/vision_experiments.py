@@ -58,10 +58,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from fastai.metrics import accuracy
 from torch import nn
 
 from attnlab.core.checks import check_choice, check_positive_int, check_probability, check_tensor, eval_mode
-from attnlab.core.profiles import PROFILES, get_device, get_profile
+from attnlab.core.profiles import get_device, get_profile
 from attnlab.data.corpus import scenes as sc
 from attnlab.data.loaders import SeededSortedDL
 from attnlab.data.metrics import corpus_bleu, exact_match
@@ -162,6 +163,11 @@ class VisionExperiment:
     n_objects: tuple[int, ...] = (1, 2, 3)
     description: str = ""
 
+    @property
+    def seconds(self) -> None:
+        """Lesson 9's models train to step budgets only (the time budget of :func:`record_run` is None)."""
+        return None
+
     def __post_init__(self):
         check_choice("family", self.family, IMAGE_FAMILIES)
         check_choice("task", self.task, TASKS)
@@ -261,11 +267,7 @@ def preset(name: str, profile: str | None = None) -> VisionExperiment:
         KeyError: an unknown name (the message lists the known ones).
         ValueError: an unknown profile.
     """
-    if not isinstance(name, str) or name not in VISION_EXPERIMENTS:
-        raise KeyError(f"unknown lesson-9 experiment {name!r}; known: {sorted(VISION_EXPERIMENTS)}")
-    profile = profile or get_profile()
-    check_choice("profile", profile, PROFILES)
-    return VISION_EXPERIMENTS[name][profile]
+    return experiments.pick_preset(VISION_EXPERIMENTS, name, profile, what="lesson-9 experiment")
 
 
 # --------------------------------------------------------------------------------------------
@@ -436,23 +438,7 @@ def _num_classes(task: str, n_objects: tuple[int, ...]) -> int:
 # --------------------------------------------------------------------------------------------
 
 
-def fit_classifier(
-    model: nn.Module,
-    dls,
-    *,
-    steps: int | None = None,
-    seconds: float | None = None,
-    lr: float = 3e-3,
-    wd: float = 0.0,
-    clip: float = 1.0,
-    label_smoothing: float = 0.0,
-    pct_start: float = 0.25,
-    max_epochs: int = 1000,
-    progress: bool = True,
-    loss_every: int | None = None,
-    profile: str = "cpu",
-    cbs=(),
-) -> tuple[object, TrainStats]:
+def fit_classifier(model: nn.Module, dls, *, label_smoothing: float = 0.0, **fit) -> tuple[object, TrainStats]:
     """Train an image classifier with :func:`attnlab.training.train.fit_budget`, the text models' own training.
 
     The same fastai ``Learner`` and callbacks (:class:`attnlab.training.train.Budget` driving the one-cycle
@@ -463,34 +449,17 @@ def fit_classifier(
     Args:
         model: called as ``model(images)``, returning ``(B, K)`` logits.
         dls: fastai ``DataLoaders`` of ``(images, labels)`` (:func:`classification_dataloaders`).
-        steps: budget of optimiser steps.
-        seconds, lr, wd, clip, pct_start, max_epochs, progress, loss_every, profile, cbs: as
-            :func:`attnlab.training.train.fit_budget`.
         label_smoothing: of the cross-entropy, in ``[0, 1)``.
+        fit: the budget and the rest of :func:`attnlab.training.train.fit_budget`'s keyword arguments
+            (``steps``, ``seconds``, ``lr``, ``wd``, ``clip``, ``pct_start``, ``max_epochs``, ``progress``,
+            ``loss_every``, ``profile``, ``cbs``).
 
     Returns:
         ``(learner, stats)``; ``stats.tokens`` counts the training **images** (one label each) and
         ``stats.tokens_per_second`` their rate.
     """
-    from fastai.metrics import accuracy
-
-    return fit_budget(
-        model,
-        dls,
-        steps=steps,
-        seconds=seconds,
-        lr=lr,
-        wd=wd,
-        clip=clip,
-        pct_start=pct_start,
-        max_epochs=max_epochs,
-        progress=progress,
-        loss_every=loss_every,
-        profile=profile,
-        cbs=cbs,
-        loss_func=nn.CrossEntropyLoss(label_smoothing=check_probability("label_smoothing", label_smoothing)),
-        metrics=[accuracy],
-    )
+    loss = nn.CrossEntropyLoss(label_smoothing=check_probability("label_smoothing", label_smoothing))
+    return fit_budget(model, dls, loss_func=loss, metrics=[accuracy], **fit)
 
 
 # --------------------------------------------------------------------------------------------
@@ -561,6 +530,8 @@ def run(
     extra = {"experiment": dataclasses.asdict(exp), "task": exp.task}
     if not captioner:
         extra["label_names"] = list(data.train.label_names)
+    if produced_by is None:
+        produced_by = "python scripts/lesson09_experiments.py" if ship else "live run"
     plan = RunPlan(
         exp=exp,
         out=name,
@@ -578,19 +549,10 @@ def run(
         ),
         fit=fit_budget if captioner else fit_classifier,
         rate="tokens_per_second" if captioner else "images_per_second",
-    )
-    if produced_by is None:
-        produced_by = "python scripts/lesson09_experiments.py" if ship else "live run"
-    return record_run(
-        plan,
-        profile=profile,
-        seed=seed,
-        ship=ship,
-        save=save,
-        progress=progress,
-        produced_by=produced_by,
+        profile=profile, seed=seed, ship=ship, save=save, progress=progress, produced_by=produced_by,
         capped=capped,
     )
+    return record_run(plan)
 
 
 def _data_record(exp: VisionExperiment, data) -> dict:
