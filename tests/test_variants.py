@@ -185,6 +185,29 @@ def test_monotonic_parallel_form_needs_its_clamp_and_stays_finite():
     )
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_monotonic_parallel_form_is_exact_after_positions_with_p_near_1(dtype):
+    # Regression: the closed form divided by cumprod_excl(1 - p) = 1e-12 at position 3, below its
+    # 1e-10 clamp, and gave 0.005 where the head, starting on position 3, stops with p = 0.5.
+    p = torch.tensor([[0.9999, 0.9999, 0.9999, 0.5, 0.3]], dtype=dtype)
+    prev = torch.tensor([[0.0, 0.0, 0.0, 1.0, 0.0]], dtype=dtype)
+    want = torch.tensor([[0.0, 0.0, 0.0, 0.5, 0.5 * 0.3]], dtype=dtype)
+    tol = dict(atol=1e-7, rtol=0) if dtype == torch.float32 else dict(atol=1e-15, rtol=0)
+    torch.testing.assert_close(variants.monotonic_attention(p, prev, parallel=False), want, **tol)
+    torch.testing.assert_close(variants.monotonic_attention(p, prev, parallel=True), want, **tol)
+    # a certain stop (p = 1) no longer costs the positions after it their exactness, nor the gradients
+    p = torch.tensor([[0.3, 1.0, 0.6, 0.2]], dtype=dtype, requires_grad=True)
+    prev = torch.tensor([[0.1, 0.2, 0.3, 0.4]], dtype=dtype, requires_grad=True)
+    grads = []
+    for parallel in (True, False):
+        got = variants.monotonic_attention(p, prev, parallel=parallel)
+        torch.testing.assert_close(got.detach(), monotonic_reference(p.detach(), prev.detach()), **tol)
+        grads.append(torch.autograd.grad(got.sum(), (p, prev)))
+    for par, rec in zip(*grads, strict=True):
+        assert bool(par.isfinite().all())
+        torch.testing.assert_close(par, rec, **tol)
+
+
 def test_monotonic_with_a_one_hot_start_and_certain_stops_is_hard():
     prev = torch.tensor([[0.0, 1.0, 0.0, 0.0]])
     p = torch.tensor([[1.0, 0.0, 1.0, 1.0]])

@@ -10,7 +10,7 @@ against a hand-written reference:
 * :func:`alignment_loss` -- supervised attention: cross-entropy between the attention and the
   gold links (Liu et al. 2016; Mi et al. 2016), ignoring padding and tokens without a link;
 * :func:`monotonic_attention` -- Raffel et al. (2017): the expected alignment of hard monotonic
-  attention, by its recurrence or by the closed parallel form (cumulative products and sums);
+  attention, by its recurrence or by the same recurrence as a parallel prefix scan;
 * :func:`hard_monotonic_attention` -- the test-time decision: from the previous position, stop at
   the first source position whose selection probability is at least 1/2;
 * :func:`gumbel_straight_through` -- hard attention (Xu et al. 2015) trained with the
@@ -125,15 +125,22 @@ def monotonic_attention(p: torch.Tensor, prev: torch.Tensor, *, parallel: bool =
     With selection probabilities ``p_t,j`` and the previous alignment ``a_{t-1}``,
     ``a_t,j = p_t,j * sum_{k <= j} a_{t-1},k * prod_{l=k}^{j-1} (1 - p_t,l)``: the read head
     starts where it stopped, moves right past each position it does not select, and stops at
-    ``j``. The recurrence form is ``q_j = (1 - p_{j-1}) q_{j-1} + a_{t-1},j``, ``a_t,j = p_j q_j``;
-    the parallel form is ``a_t = p * cumprod_excl(1 - p) * cumsum(a_{t-1} / cumprod_excl(1 - p))``,
-    whose division needs the cumulative product clamped away from 0 (``>= 1e-10``, as Raffel et
-    al. do) once some ``p`` is 1. Both agree wherever the clamp does not bite.
+    ``j``. The recurrence form is ``q_j = (1 - p_{j-1}) q_{j-1} + a_{t-1},j``, ``a_t,j = p_j q_j``.
+    The parallel form runs that recurrence as a parallel prefix scan (Hillis & Steele, 1986): each
+    step ``q_j = r_j q_{j-1} + a_{t-1},j`` (``r_j = 1 - p_{j-1}``) is an affine map, and
+    ``ceil(log2 S)`` rounds, each composing every position's map with the one ``d = 1, 2, 4, ...``
+    positions before it, give all ``q_j`` at once. It only multiplies factors ``1 - p`` and adds,
+    as the recurrence does, so exact 0s and 1s and products far below ``1e-10`` need no care.
+    (Raffel et al.'s closed form ``p * cumprod_excl(1 - p) * cumsum(a_{t-1} / cumprod_excl(1 - p))``
+    divides by a product that underflows its ``1e-10`` clamp once positions already passed have
+    ``p`` near 1: with ``p = (.9999, .9999, .9999, .5, .3)`` and the head on position 3 it gives
+    0.005 where the recurrence gives 0.5.) Both forms agree to rounding for every ``p`` in
+    ``[0, 1]``, and so do their gradients.
 
     Args:
         p: ``(B, S)`` selection probabilities in ``[0, 1]`` (0 at padding).
         prev: ``(B, S)`` previous expected alignment (one-hot at position 0 before the first step).
-        parallel: the closed form (one pass of cumulative ops) instead of the loop over ``S``.
+        parallel: the scan (``ceil(log2 S)`` vectorised rounds) instead of the loop over ``S``.
 
     Returns:
         ``(B, S)`` alignment; its sum is at most 1 (the rest ran past the end of the source).
@@ -146,9 +153,16 @@ def monotonic_attention(p: torch.Tensor, prev: torch.Tensor, *, parallel: bool =
     if prev.shape != p.shape:
         raise ValueError(f"prev must have the shape of p (B, S) = {tuple(p.shape)}, got {tuple(prev.shape)}")
     if parallel:
-        one_minus = torch.cat([torch.ones_like(p[:, :1]), 1 - p[:, :-1]], dim=1)  # (B, S) shifted right
-        cumprod = torch.cumprod(one_minus, dim=1)  # (B, S) exclusive product of (1 - p)
-        return p * cumprod * torch.cumsum(prev / cumprod.clamp(1e-10, 1.0), dim=1)  # (B, S)
+        # Position j holds the map x -> r x + c from q_{j-d} to q_j (q_{-1} = 0); a map for j < d
+        # reaches back before the start, where the identity (r = 1, c = 0) stands in.
+        r = torch.cat([torch.ones_like(p[:, :1]), 1 - p[:, :-1]], dim=1)  # (B, S): r_j = 1 - p_{j-1}
+        c = prev  # (B, S)
+        d = 1
+        while d < p.size(1):
+            c = c + r * F.pad(c[:, :-d], (d, 0), value=0.0)  # (B, S): q_j from q_{j-2d}, offset part
+            r = r * F.pad(r[:, :-d], (d, 0), value=1.0)  # (B, S): product of the 2d factors
+            d *= 2
+        return p * c  # (B, S): c_j = q_j
     q = prev[:, 0]  # (B,)
     out = [p[:, 0] * q]
     for j in range(1, p.size(1)):
