@@ -44,9 +44,10 @@ import torch
 from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 
-from attnlab import attention, masks, scale, transformer, variants
-from attnlab.attention import MultiHeadAttention
-from attnlab.transformer import DecoderLayer, RotaryEmbedding, Transformer, TransformerConfig
+from attnlab.core import attention, masks, scale
+from attnlab.core.attention import MultiHeadAttention
+from attnlab.models import transformer, variants
+from attnlab.models.transformer import DecoderLayer, RotaryEmbedding, Transformer, TransformerConfig
 
 F64, F32 = torch.float64, torch.float32
 DTYPES = st.sampled_from([F32, F64])
