@@ -161,9 +161,9 @@ def test_monotonic_expected_alignment_matches_the_definition(parallel):
     assert bool((got.sum(-1) <= 1 + 1e-12).all())
 
 
-def test_monotonic_parallel_form_needs_its_clamp_and_stays_finite():
-    # p = 1 makes the exclusive cumulative product 0 from the next position on: without the clamp
-    # the parallel form divides by zero (inf * 0 = NaN); the clamp keeps it finite.
+def test_monotonic_parallel_form_is_exact_where_the_closed_form_divides_by_zero():
+    # p = 1 makes the exclusive cumulative product 0 from the next position on: Raffel et al.'s closed
+    # form divides by it (inf * 0 = NaN without a clamp, wrong values with one); the scan is exact
     p = torch.tensor([[0.3, 1.0, 0.6, 0.2]], dtype=torch.float64)
     prev = torch.tensor([[0.1, 0.2, 0.3, 0.4]], dtype=torch.float64)
     one_minus = torch.cat([torch.ones(1, 1, dtype=torch.float64), 1 - p[:, :-1]], dim=1)
@@ -171,18 +171,8 @@ def test_monotonic_parallel_form_needs_its_clamp_and_stays_finite():
     unclamped = p * cumprod * torch.cumsum(prev / cumprod, dim=1)
     assert not torch.isfinite(unclamped).all()
     got = variants.monotonic_attention(p, prev, parallel=True)
-    assert torch.isfinite(got).all()
     exact = variants.monotonic_attention(p, prev, parallel=False)
-    # up to the certain stop both agree; beyond it the clamped division is finite but not exact
-    torch.testing.assert_close(got[:, :2], exact[:, :2], atol=1e-12, rtol=0)
-    # short of certainty (p = 1 - 1e-6) the clamp does not bite and the forms agree
-    near = p.clamp_max(1 - 1e-6)
-    torch.testing.assert_close(
-        variants.monotonic_attention(near, prev),
-        variants.monotonic_attention(near, prev, parallel=False),
-        atol=1e-9,
-        rtol=0,
-    )
+    torch.testing.assert_close(got, exact, atol=1e-12, rtol=0)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
