@@ -194,7 +194,9 @@ def test_checker_skips_cells_that_nbval_does_not_compare_and_reads_the_marker():
     assert rules_hit("# portable-output:\nprint(x)", "11.7884\n") == ["float32's last digits"]
     assert rules_hit(why + "print(x)", planted) == ["full precision"]
     # stderr is compared too; an HTML rendering is not
-    assert [r for _, r, _, _ in violations(one_cell("x", "loss 0.1234567\n", name="stderr"))] == ["float32's last digits"]
+    assert [r for _, r, _, _ in violations(one_cell("x", "loss 0.1234567\n", name="stderr"))] == [
+        "float32's last digits"
+    ]
     nb = one_cell("x", "")
     nb.cells[1].outputs = [nbformat.v4.new_output("display_data", data={"text/html": "<td>1.5377421379089355</td>"})]
     assert violations(nb) == []
