@@ -43,6 +43,12 @@ __all__ = [
     "plot_metric_by_length",
     "plot_training",
     "training_curve_points",
+    "plot_scaling",
+    "plot_local_windows",
+    "plot_seed_curves",
+    "plot_grouped_bars",
+    "plot_course_by_length",
+    "plot_by_gold_level",
     "attention_step_numbers",
     "draw_attention_step",
     "draw_encoder_decoder_stack",
@@ -335,4 +341,288 @@ def plot_training(results: Mapping, *, floor: float | None = None, title: str | 
     name = results.get("model", "")
     fig.suptitle(title or f"{name}: {results.get('budget', '')}".strip(": "), fontsize=10)
     fig.tight_layout()
+    return fig
+
+
+def plot_scaling(
+    x: Sequence[float],
+    curves: Mapping[str, Sequence[float]],
+    *,
+    ax=None,
+    xlabel: str | None = None,
+    ylabel: str | None = None,
+    title: str | None = None,
+    base: float = 10,
+    logy: bool = True,
+    markers: str = "os^vD<>p*",
+    reference: tuple[str, Sequence[float]] | None = None,
+    hline: float | None = None,
+    grid: bool = True,
+    grid_which: str = "major",
+    ticks_at_x: bool = False,
+    figsize: tuple[float, float] = (4.8, 3.0),
+):
+    """How figures grow with a size: one line per curve on log-log axes (``logy=False``: log x only).
+
+    Args:
+        x: the sizes (``d_k``, sequence lengths ...), shared by every curve.
+        curves: ``{label: values}``, each as long as ``x``; drawn with markers ``o``, ``s`` ... in turn.
+        ax: Axes to draw on (default: a new figure of ``figsize``).
+        xlabel, ylabel, title: the labels (the title at font size 9).
+        base: the logarithm's base on both axes.
+        logy: log scale on the y axis too.
+        markers: the markers, one character per curve, reused in turn.
+        reference: ``(label, values)`` drawn as a grey dotted line (``d_k`` itself, say).
+        hline: a grey dotted horizontal line at this value (the uniform weight ``1 / n``, say).
+        grid: draw a light grid; ``grid_which`` chooses ``"major"``, ``"minor"`` or ``"both"`` lines.
+        ticks_at_x: put one labelled tick at each ``x`` and no minor ticks.
+
+    Returns:
+        The Axes.
+    """
+    x = list(x)
+    if not x:
+        raise ValueError("x is empty: nothing to plot")
+    if not curves:
+        raise ValueError("curves is empty: nothing to plot")
+    if not markers:
+        raise ValueError("markers is empty: give one marker character per curve")
+    for label, ys in [*curves.items(), *([reference] if reference else [])]:
+        if len(ys) != len(x):
+            raise ValueError(f"curve {label!r} has {len(ys)} values for {len(x)} sizes in x")
+    if base <= 1:
+        raise ValueError(f"base must be > 1, got {base}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=figsize)
+    draw = ax.loglog if logy else ax.semilogx
+    kwargs = {} if base == 10 else {"base": base}
+    for i, (label, ys) in enumerate(curves.items()):
+        draw(x, ys, f"{markers[i % len(markers)]}-", label=label, **kwargs)
+    if reference is not None:
+        draw(x, reference[1], ":", color="grey", label=reference[0], **kwargs)
+    if hline is not None:
+        ax.axhline(hline, color="grey", linestyle=":")
+    if title:
+        ax.set_title(title, fontsize=9)
+    if xlabel:
+        ax.set_xlabel(xlabel)
+    if ylabel:
+        ax.set_ylabel(ylabel)
+    if ticks_at_x:
+        ax.set_xticks(x, [str(v) for v in x])
+        ax.minorticks_off()
+    if grid:
+        ax.grid(alpha=0.3, which=grid_which)
+    ax.legend(fontsize=8)
+    return ax
+
+
+def plot_local_windows(window_m, align, weights, gauss, p_t: float, D: int):
+    """Luong's local attention: local-m's windows (left) and one local-p step (right).
+
+    Args:
+        window_m: ``(T, S)`` bool, local-m's window per target step.
+        align: ``(S,)`` the softmax inside local-p's window.
+        weights: ``(S,)`` ``align`` times the Gaussian: local-p's weights.
+        gauss: ``(S,)`` the Gaussian centred on ``p_t`` with sigma ``D / 2``.
+        p_t: local-p's predicted position.
+        D: the half-width of the window.
+
+    Returns:
+        The figure (two panels).
+    """
+    window_m, align, weights, gauss = (_as_numpy(a) for a in (window_m, align, weights, gauss))
+    if window_m.ndim != 2:
+        raise ValueError(f"window_m must be (T, S), got shape {window_m.shape}")
+    S = window_m.shape[1]
+    for name, a in (("align", align), ("weights", weights), ("gauss", gauss)):
+        if a.shape != (S,):
+            raise ValueError(f"{name} must be (S,) = ({S},) like window_m's columns, got shape {a.shape}")
+    positions = np.arange(S, dtype=np.float32)
+    fig, axes = plt.subplots(1, 2, figsize=(9, 2.8))
+    axes[0].imshow(window_m, cmap="Blues", aspect="auto")
+    axes[0].set_xlabel("source position s")
+    axes[0].set_ylabel("target step t")
+    axes[0].set_title(f"local-m windows, D = {D}", fontsize=9)
+    axes[1].bar(positions - 0.2, align, 0.4, label="align (softmax in window)")
+    axes[1].bar(positions + 0.2, weights, 0.4, label="× Gaussian σ = D/2")
+    axes[1].plot(positions, gauss, ":", color="grey", label="Gaussian")
+    axes[1].axvline(float(p_t), color="red", linewidth=1)
+    axes[1].set_title(f"local-p at p_t = {float(p_t):g}", fontsize=9)
+    axes[1].set_xlabel("source position s")
+    axes[1].legend(fontsize=7)
+    plt.tight_layout()
+    return fig
+
+
+def plot_seed_curves(
+    curves: Mapping[str, Mapping[str, Mapping]],
+    figures: Mapping[str, tuple[str, float]],
+    *,
+    short=str,
+    dashed=(),
+    title_suffix: str = "",
+):
+    """Learning curves, mean ± sd over seeds: one column per pair, one row per figure, one line per model.
+
+    A panel whose models all end near the same value gets an inset that zooms on the last 30 % of training.
+
+    Args:
+        curves: ``{pair title: {model: curve}}``; a curve has ``"step"``, and ``key`` and ``key_sd`` per figure.
+        figures: ``{key: (label, top)}``, ``top`` the figure's best possible value (100 for BLEU).
+        short: a model's legend label.
+        dashed: the models drawn dashed.
+        title_suffix: appended to each panel's title (``" on 31-40 tokens"``).
+
+    Returns:
+        The figure.
+    """
+    if not curves or not figures:
+        raise ValueError("curves and figures must both be non-empty")
+    names = list(next(iter(curves.values())))
+    for title, by_model in curves.items():
+        if list(by_model) != names:
+            raise ValueError(f"curves[{title!r}] has models {list(by_model)}, expected {names}")
+    style = {n: dict(color=plt.cm.tab10(i), linestyle="--" if n in dashed else "-", marker=".", linewidth=1.3)
+             for i, n in enumerate(names)}
+    fig, axes = plt.subplots(len(figures), len(curves), figsize=(10, 6.4), sharex=True, squeeze=False)
+    for col, (title, by_model) in enumerate(curves.items()):
+        for row, (key, (label, top)) in enumerate(figures.items()):
+            ax = axes[row, col]
+            for name, c in by_model.items():
+                m, sd = np.array(c[key]), np.array(c[f"{key}_sd"])
+                ax.plot(c["step"], m, label=short(name), **style[name])
+                ax.fill_between(c["step"], m - sd, m + sd, color=style[name]["color"], alpha=0.12, linewidth=0)
+            peak = max(max(np.array(c[key]) + np.array(c[f"{key}_sd"])) for c in by_model.values())
+            ax.set_ylim(0, 1.03 * top if peak > 0.5 * top else 1.15 * peak)  # a panel far below the top: scale to data
+            ax.set_title(f"{title}: {label}{title_suffix}", fontsize=9)
+            ax.set_ylabel(label)
+            ax.grid(alpha=0.3)
+            finals = [c[key][-1] for c in by_model.values()]
+            if max(finals) - min(finals) < 0.1 * top:  # every model ends near the same value: zoom in there
+                steps = by_model[names[0]]["step"]
+                half = [i for i, s in enumerate(steps) if s >= 0.7 * steps[-1]]  # the last 30 % of training
+                lo = min(c[key][i] - c[f"{key}_sd"][i] for c in by_model.values() for i in half)
+                hi = max(c[key][i] + c[f"{key}_sd"][i] for c in by_model.values() for i in half)
+                inset = ax.inset_axes([0.42, 0.08, 0.55, 0.5])
+                for name, c in by_model.items():
+                    inset.plot([c["step"][i] for i in half], [c[key][i] for i in half], **style[name])
+                pad = 0.05 * (hi - lo) + 1e-3 * top
+                inset.set_ylim(lo - pad, min(hi + pad, 1.005 * top))
+                inset.tick_params(labelsize=7)
+                inset.grid(alpha=0.3)
+                ax.indicate_inset_zoom(inset, edgecolor="grey")
+        axes[-1, col].set_xlabel("optimiser steps")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(names), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    return fig
+
+
+def plot_grouped_bars(
+    values: Mapping[str, Sequence[float]],
+    *,
+    xlabel: str | None = None,
+    ylabel: str | None = None,
+    divider: float | None = None,
+    ax=None,
+    figsize: tuple[float, float] = (4.5, 2.5),
+):
+    """Bars side by side at each position 0, 1, ...: one group per position, one bar per series.
+
+    Args:
+        values: ``{label: values}``, all of the same length.
+        xlabel, ylabel: axis labels.
+        divider: a grey dotted vertical line at this x (between the positions a change can and cannot reach).
+        ax: Axes to draw on (default: a new figure of ``figsize``).
+
+    Returns:
+        The Axes.
+    """
+    if not values:
+        raise ValueError("values is empty: nothing to plot")
+    lengths = {len(v) for v in values.values()}
+    if len(lengths) != 1:
+        raise ValueError(f"every series must have the same length, got lengths {sorted(lengths)}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=figsize)
+    n, width = len(values), 0.8 / len(values)
+    x = np.arange(lengths.pop())
+    for i, (label, ys) in enumerate(values.items()):
+        ax.bar(x + (i - (n - 1) / 2) * width, _as_numpy(ys) if torch.is_tensor(ys) else ys, width=width, label=label)
+    if divider is not None:
+        ax.axvline(divider, color="grey", linestyle=":")
+    if xlabel:
+        ax.set_xlabel(xlabel)
+    if ylabel:
+        ax.set_ylabel(ylabel)
+    ax.legend(fontsize=8)
+    return ax
+
+
+def plot_course_by_length(rows_by_pair: Mapping[str, Mapping[str, Mapping]], titles: Mapping[str, str]):
+    """The course's models by source length: 100 - BLEU on a log scale (left) and exact match (right), per pair.
+
+    Args:
+        rows_by_pair: ``{pair: {model label: results dict}}``.
+        titles: ``{pair: title}`` (``"English→French"``).
+
+    Returns:
+        The figure, one row of two panels per pair.
+    """
+    if not rows_by_pair:
+        raise ValueError("rows_by_pair is empty: nothing to plot")
+    missing = [p for p in rows_by_pair if p not in titles]
+    if missing:
+        raise ValueError(f"titles lacks the pairs {missing}")
+    fig, axes = plt.subplots(len(rows_by_pair), 2, figsize=(10, 3.2 * len(rows_by_pair)), squeeze=False)
+    for (lang, rows), (ax_bleu, ax_em) in zip(rows_by_pair.items(), axes, strict=True):
+        # 100 - BLEU, floored at 0.01 so that a perfect bucket stays on the log axis
+        gap = {
+            label: {"by_bucket": {b: {"100 - BLEU": max(100 - m["bleu"], 0.01)} for b, m in r["by_bucket"].items()}}
+            for label, r in rows.items()
+        }
+        plot_metric_by_length(gap, "100 - BLEU", ax=ax_bleu, title=f"{titles[lang]}: 100 - BLEU (log scale)")
+        ax_bleu.set_yscale("log")
+        ax_bleu.set_ylabel("100 - BLEU (lower is better)")
+        ax_bleu.get_legend().remove()  # same models, same colours as the exact-match panel's legend
+        plot_metric_by_length(rows, "exact_match", ax=ax_em, title=f"{titles[lang]}: exact match")
+    plt.tight_layout()
+    return fig
+
+
+def plot_by_gold_level(
+    predicted: Mapping[str, np.ndarray],
+    gold: np.ndarray,
+    *,
+    xlabel: str = "gold fertility",
+    ylabel: str = "predicted Φ",
+    ylim: tuple[float, float] = (0, 3.3),
+):
+    """A predicted figure against its gold value: one box per gold level, the gold value as a black tick.
+
+    Args:
+        predicted: ``{panel title: values}``, each array aligned with ``gold``.
+        gold: the gold value per item (whole numbers: fertilities).
+        xlabel, ylabel, ylim: the axes.
+
+    Returns:
+        The figure, one panel per entry of ``predicted`` (shared y axis).
+    """
+    if not predicted:
+        raise ValueError("predicted is empty: nothing to plot")
+    gold = np.asarray(gold)
+    for title, values in predicted.items():
+        if np.shape(values) != gold.shape:
+            raise ValueError(f"predicted[{title!r}] has shape {np.shape(values)}, gold has {gold.shape}")
+    levels = sorted(set(gold.tolist()))
+    fig, ax = plt.subplots(1, len(predicted), figsize=(5 * len(predicted), 3), sharey=True, squeeze=False)
+    ax = ax[0]
+    for a, (title, values) in zip(ax, predicted.items(), strict=True):
+        a.boxplot([np.asarray(values)[gold == k] for k in levels], positions=levels, widths=0.5)
+        a.plot(levels, levels, "k_", markersize=25, label="gold")
+        a.set(xlabel=xlabel, title=title, ylim=ylim)
+    ax[0].set_ylabel(ylabel)
+    ax[0].legend(fontsize=7)
+    plt.tight_layout()
     return fig

@@ -1,0 +1,210 @@
+"""Helpers only the lessons use: the first cell's setup, and the bookkeeping behind a lesson's analyses.
+
+What a lesson shows as an idea (the attention math, the training call, the check) stays in its cells;
+what only repeats setup or counts things for a printed figure lives here, so that a cell stays short.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from torch import nn
+
+from attnlab.core.checks import check_choice, check_int, check_positive_int
+from attnlab.core.profiles import use_course_threads
+from attnlab.data.corpus import Pair, Splits
+from attnlab.training import experiments, results
+
+__all__ = [
+    "setup_lesson",
+    "attention_peaks",
+    "peak_offsets",
+    "shipped_figures",
+    "compare_seeds",
+    "claim_verdict",
+    "predicted_positions",
+    "reversal_splits",
+    "course_rows",
+]
+
+
+def setup_lesson(*, seed: int = 0, dpi: int = 80, figsize: tuple[float, float] | None = None) -> None:
+    """The setup every lesson's first cell repeats: seed, threads, print options, figure size.
+
+    Seeds PyTorch with ``seed``, sets the course's CPU thread count (:func:`attnlab.core.profiles.use_course_threads`:
+    one thread on the cpu profile, lesson 00 explains why), prints tensors with 4 decimals and no scientific
+    notation, and draws figures at ``dpi`` (and ``figsize`` when given).
+    """
+    seed = check_int("seed", seed, minimum=0)
+    dpi = check_positive_int("dpi", dpi)
+    if figsize is not None and (len(figsize) != 2 or min(figsize) <= 0):
+        raise ValueError(f"figsize must be (width, height) in inches, both > 0, got {figsize!r}")
+    torch.manual_seed(seed)
+    use_course_threads()
+    torch.set_printoptions(precision=4, sci_mode=False)
+    plt.rcParams["figure.dpi"] = dpi
+    if figsize is not None:
+        plt.rcParams["figure.figsize"] = tuple(figsize)
+
+
+def _check_aligned(attns: Sequence, pairs: Sequence[Pair]) -> None:
+    if len(attns) != len(pairs):
+        raise ValueError(f"attns has {len(attns)} matrices for {len(pairs)} pairs")
+    for i, (a, p) in enumerate(zip(attns, pairs, strict=True)):
+        if p.align is None:
+            raise ValueError(f"pairs[{i}] has no gold alignment (align is None)")
+        if tuple(a.shape[:1]) != (len(p.tgt),):
+            raise ValueError(f"attns[{i}] must be (T, S) with T = {len(p.tgt)} target tokens, got {tuple(a.shape)}")
+
+
+def attention_peaks(attns: Sequence[torch.Tensor], pairs: Sequence[Pair], words=()) -> dict:
+    """Where each target token's attention peak lands, against the gold alignment.
+
+    Args:
+        attns: one ``(T, S)`` attention matrix per pair (teacher-forced).
+        pairs: the pairs, with their gold ``align``.
+        words: target words to report apart (the determiners, say).
+
+    Returns:
+        ``{"words_on_gold": [bool per token in words], "misses_next_to_gold": [bool per token whose peak is
+        not on a gold position: is it one position away from one?], "on_gold_by_word": {word: [bool per
+        token with a gold link]}}``.
+    """
+    _check_aligned(attns, pairs)
+    words = set(words)
+    on_words, near, by_word = [], [], {}
+    for a, p in zip(attns, pairs, strict=True):
+        top = a.argmax(1)
+        for t, (tok, gold) in enumerate(zip(p.tgt, p.align, strict=True)):
+            j = int(top[t])
+            if tok in words:
+                on_words.append(j in gold)
+            if j not in gold:
+                near.append(any(abs(j - g) == 1 for g in gold))
+            if gold:
+                by_word.setdefault(tok, []).append(j in gold)
+    return {"words_on_gold": on_words, "misses_next_to_gold": near, "on_gold_by_word": by_word}
+
+
+def peak_offsets(attns: Sequence[torch.Tensor], pairs: Sequence[Pair]) -> dict[str, float]:
+    """Shares of content words whose attention peak is on gold, one position before it, one after, or elsewhere.
+
+    Only target tokens with a gold link that are content words (``pair.content``) count.
+    """
+    _check_aligned(attns, pairs)
+    where = {"on gold": 0, "one before": 0, "one after": 0, "elsewhere": 0}
+    for a, p in zip(attns, pairs, strict=True):
+        if p.content is None:
+            raise ValueError("pairs need content flags (pair.content is None)")
+        top = a.argmax(1)
+        for t, gold in enumerate(p.align):
+            if not (gold and p.content[t]):
+                continue
+            j = int(top[t])
+            key = ("on gold" if j in gold else "one before" if j + 1 in gold else
+                   "one after" if j - 1 in gold else "elsewhere")
+            where[key] += 1
+    n = sum(where.values())
+    if n == 0:
+        raise ValueError("no content word with a gold link in pairs")
+    return {k: v / n for k, v in where.items()}
+
+
+def shipped_figures(name: str, pair: str, figures: Sequence[str]) -> tuple[dict, int]:
+    """A run's figures and parameter count, from its shipped results file (else your own run's).
+
+    ``"em_31_40"`` among ``figures`` is the exact match on 31-40-token sentences; any other figure is read
+    from the top level of the results (``None`` where the file has none).
+    """
+    check_choice("pair", pair, ("fr", "ko"))
+    r, _ = results.find_result(experiments.result_name(name, pair))
+    by = {"em_31_40": r["by_bucket"]["31-40"]["exact_match"]}
+    return {fig: by.get(fig, r.get(fig)) for fig in figures}, r["params"]
+
+
+def compare_seeds(a: Mapping, b: Mapping, fig: str, *, lower_is_better: bool = False) -> int:
+    """+1 if ``a`` beats ``b`` on ``fig`` beyond both spreads (``|m_a - m_b| > sd_a + sd_b``), -1 if ``b`` beats ``a``,
+    else 0.
+
+    ``a`` and ``b`` are summaries over seeds: ``{"mean": {fig: value}, "sd": {fig: value}}``.
+    """
+    for name, s in (("a", a), ("b", b)):
+        if fig not in s.get("mean", {}) or fig not in s.get("sd", {}):
+            raise ValueError(f"{name} has no mean and sd of {fig!r}")
+    gap = a["mean"][fig] - b["mean"][fig]
+    if abs(gap) <= a["sd"][fig] + b["sd"][fig]:
+        return 0
+    return int(np.sign(-gap if lower_is_better else gap))
+
+
+def claim_verdict(signs: Sequence[int]) -> str:
+    """A claim "better than each of n others" from one comparison per other (+1, 0 or -1, in the claim's direction).
+
+    ``holds`` / ``against``: every comparison goes the claim's way / the other way; ``holds k/n``: k of n do and
+    the rest are level; ``mixed``: some each way; ``tie``: all level.
+    """
+    signs = list(signs)
+    if not signs:
+        raise ValueError("signs is empty: a claim needs at least one comparison")
+    if any(s not in (-1, 0, 1) for s in signs):
+        raise ValueError(f"signs must be -1, 0 or +1, got {signs}")
+    up, down, n = signs.count(1), signs.count(-1), len(signs)
+    if up and down:
+        return "mixed"
+    if up or down:
+        word, k = ("holds", up) if up else ("against", down)
+        return word if k == n else f"{word} {k}/{n}"
+    return "tie"
+
+
+def predicted_positions(model: nn.Module, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+    """Local-p's predicted window centres ``p_t``, ``(B, T)``: ``model.position``'s outputs in a teacher-forced pass."""
+    position = getattr(model, "position", None)
+    if not isinstance(position, nn.Module):
+        raise ValueError(f"model must have a .position module (a luong_local_p model), got {type(model).__name__}")
+    predicted = []
+    hook = position.register_forward_hook(lambda mod, inputs, out: predicted.append(out))
+    try:
+        with torch.no_grad():
+            model(src, tgt_in)
+    finally:
+        hook.remove()
+    return torch.stack(predicted, dim=1)
+
+
+def reversal_splits(seed: int = 0, sizes: tuple[int, int, int] = (20_000, 100, 300), letters: str = "abcdefghij",
+                    lengths: tuple[int, int] = (3, 6)) -> Splits:
+    """A toy task: reverse a string of letters. Each pair's gold alignment links target i to source n - 1 - i.
+
+    One ``random.Random(seed)`` draws the train, valid and test pairs in that order, each of a length in
+    ``lengths`` (inclusive).
+    """
+    seed = check_int("seed", seed, minimum=0)
+    sizes = [check_positive_int(f"sizes[{i}]", n) for i, n in enumerate(sizes)]
+    if len(sizes) != 3:
+        raise ValueError(f"sizes must be (train, valid, test), got {len(sizes)} numbers")
+    lo, hi = (check_positive_int("lengths[0]", lengths[0]), check_positive_int("lengths[1]", lengths[1]))
+    if lo > hi or not letters:
+        raise ValueError(f"lengths must be (shortest, longest) and letters non-empty, got {lengths}, {letters!r}")
+    rng = random.Random(seed)
+
+    def reverse_pair() -> Pair:
+        toks = tuple(rng.choice(letters) for _ in range(rng.randint(lo, hi)))
+        return Pair(src=toks, tgt=toks[::-1], align=tuple((len(toks) - 1 - i,) for i in range(len(toks))))
+
+    return Splits(*([reverse_pair() for _ in range(n)] for n in sizes))
+
+
+def course_rows(models: Mapping[str, Mapping]) -> dict[str, Mapping]:
+    """One row per lesson: 1 (no attention), 2 (Bahdanau), 3 (its best variant by BLEU) and 6 (Transformer).
+
+    ``models`` is ``{experiment name: results}`` for one language pair; rows whose model is missing are left out.
+    """
+    best = max((n for n in models if n.startswith("luong_")), key=lambda n: models[n]["bleu"], default=None)
+    names = {"no attention": "rnn_noattn", "Bahdanau": "bahdanau", f"best Luong ({best})": best,
+             "Transformer": "transformer"}
+    return {label: models[n] for label, n in names.items() if n in models}

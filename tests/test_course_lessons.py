@@ -1,0 +1,126 @@
+"""The lessons' helpers: setup, attention-peak bookkeeping, seed comparisons, the toy reversal task."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+from attnlab.course import lessons  # noqa: E402
+from attnlab.data.corpus import Pair  # noqa: E402
+
+
+def test_setup_lesson_sets_seed_print_options_and_figures():
+    threads = torch.get_num_threads()
+    try:
+        with plt.rc_context():
+            lessons.setup_lesson(seed=3, dpi=72, figsize=(4, 3))
+            a = torch.rand(3)
+            torch.manual_seed(3)
+            assert torch.equal(a, torch.rand(3))  # seeded with 3
+            assert plt.rcParams["figure.dpi"] == 72 and tuple(plt.rcParams["figure.figsize"]) == (4, 3)
+            assert str(torch.tensor([1 / 3, 1e-5])) == "tensor([0.3333, 0.0000])"  # 4 decimals, no 1e-05
+    finally:
+        torch.set_num_threads(threads)
+        torch.set_printoptions(profile="default")
+    with pytest.raises(ValueError, match="dpi must be >= 1, got 0"):
+        lessons.setup_lesson(dpi=0)
+    with pytest.raises(ValueError, match="figsize must be"):
+        lessons.setup_lesson(figsize=(4, 0))
+
+
+def pair(tgt, align, content=None):
+    return Pair(src=tuple("abcd"), tgt=tuple(tgt), align=tuple(align), content=content)
+
+
+def one_hot(tops, S=4):
+    return torch.nn.functional.one_hot(torch.tensor(tops), S).float()  # (T, S): the peak of step t at tops[t]
+
+
+def test_attention_peaks_counts_hits_near_misses_and_words():
+    p = pair(["le", "chat", "x", "ne"], [(0,), (1,), (), (3,)])
+    peaks = lessons.attention_peaks([one_hot([0, 2, 1, 3])], [p], words={"le", "x"})
+    assert peaks["words_on_gold"] == [True, False]  # "le" on gold; "x" has no gold link
+    assert peaks["misses_next_to_gold"] == [True, False]  # chat looks one off; x has no gold to be near
+    assert peaks["on_gold_by_word"] == {"le": [True], "chat": [False], "ne": [True]}
+    with pytest.raises(ValueError, match="attns has 2 matrices for 1 pairs"):
+        lessons.attention_peaks([one_hot([0]), one_hot([0])], [p])
+    with pytest.raises(ValueError, match=r"attns\[0\] must be \(T, S\) with T = 4"):
+        lessons.attention_peaks([one_hot([0, 1])], [p])
+
+
+def test_peak_offsets_shares_of_content_words():
+    p = pair(["a", "b", "c", "d"], [(1,), (1,), (1,), (1,)], content=(True, True, True, False))
+    shares = lessons.peak_offsets([one_hot([1, 0, 2, 3])], [p])
+    assert shares == pytest.approx({"on gold": 1 / 3, "one before": 1 / 3, "one after": 1 / 3, "elsewhere": 0.0})
+    with pytest.raises(ValueError, match="content flags"):
+        lessons.peak_offsets([one_hot([1, 0, 2, 3])], [pair("abcd", [(1,)] * 4)])
+
+
+def test_compare_seeds_and_claim_verdict():
+    a = {"mean": {"bleu": 10.0, "aer": 0.1}, "sd": {"bleu": 1.0, "aer": 0.01}}
+    b = {"mean": {"bleu": 7.0, "aer": 0.2}, "sd": {"bleu": 1.0, "aer": 0.01}}
+    assert lessons.compare_seeds(a, b, "bleu") == 1 and lessons.compare_seeds(b, a, "bleu") == -1
+    assert lessons.compare_seeds(a, b, "aer", lower_is_better=True) == 1  # a's error is lower
+    level = {"mean": {"bleu": 8.5}, "sd": {"bleu": 0.5}}
+    assert lessons.compare_seeds(a, level, "bleu") == 0  # a gap of 1.5 within the spreads 1 + 0.5
+    with pytest.raises(ValueError, match="b has no mean and sd of 'chrf'"):
+        lessons.compare_seeds({"mean": {"chrf": 1}, "sd": {"chrf": 1}}, b, "chrf")
+    assert [lessons.claim_verdict(s) for s in ([1, 1], [1, 0], [-1, -1], [0, -1, 0], [1, -1], [0])] == [
+        "holds", "holds 1/2", "against", "against 1/3", "mixed", "tie"]
+    with pytest.raises(ValueError, match="signs is empty"):
+        lessons.claim_verdict([])
+    with pytest.raises(ValueError, match="signs must be -1, 0 or"):
+        lessons.claim_verdict([2])
+
+
+class Toy(nn.Module):
+    """Predicts a position per target step through .position, like luong_local_p."""
+
+    def __init__(self):
+        super().__init__()
+        self.position = nn.Identity()
+
+    def forward(self, src, tgt_in):
+        for t in range(tgt_in.shape[1]):
+            self.position(src.float().mean(1) + t)  # (B,)
+
+
+def test_predicted_positions_stacks_one_value_per_step_and_removes_its_hook():
+    model = Toy()
+    p = lessons.predicted_positions(model, torch.tensor([[1, 3], [2, 2]]), torch.zeros(2, 3, dtype=torch.long))
+    assert torch.equal(p, torch.tensor([[2.0, 3.0, 4.0], [2.0, 3.0, 4.0]]))
+    assert not model.position._forward_hooks
+    with pytest.raises(ValueError, match="must have a .position module"):
+        lessons.predicted_positions(nn.Linear(2, 2), torch.zeros(1, 2), torch.zeros(1, 2))
+
+
+def test_reversal_splits_are_reversals_and_seeded():
+    toy = lessons.reversal_splits(seed=0, sizes=(50, 5, 7))
+    assert (len(toy.train), len(toy.valid), len(toy.test)) == (50, 5, 7)
+    for p in toy.train:
+        assert 3 <= len(p.src) <= 6 and p.tgt == p.src[::-1] and set(p.src) <= set("abcdefghij")
+        assert all(p.tgt[i] == p.src[j] for i, (j,) in enumerate(p.align))
+    assert lessons.reversal_splits(seed=0, sizes=(50, 5, 7)) == toy != lessons.reversal_splits(seed=1, sizes=(50, 5, 7))
+    with pytest.raises(ValueError, match=r"sizes\[1\] must be >= 1, got 0"):
+        lessons.reversal_splits(sizes=(5, 0, 5))
+    with pytest.raises(ValueError, match="lengths must be"):
+        lessons.reversal_splits(lengths=(6, 3))
+
+
+def test_course_rows_picks_the_best_luong_variant():
+    models = {"rnn_noattn": {"bleu": 29}, "bahdanau": {"bleu": 98}, "luong_dot": {"bleu": 97}, "luong_concat": {"bleu": 99}}
+    rows = lessons.course_rows(models)
+    assert list(rows) == ["no attention", "Bahdanau", "best Luong (luong_concat)"]  # no Transformer in models
+    assert rows["best Luong (luong_concat)"] is models["luong_concat"]
+    assert list(lessons.course_rows({"transformer": {"bleu": 1}})) == ["Transformer"]
+
+
+def test_shipped_figures_reads_the_shipped_run():
+    figs, params = lessons.shipped_figures("bahdanau", "fr", ["bleu", "em_31_40", "no_such_figure"])
+    assert 90 < figs["bleu"] <= 100 and 0 <= figs["em_31_40"] <= 1 and figs["no_such_figure"] is None
+    assert params > 0
+    with pytest.raises(ValueError, match="pair must be one of 'fr', 'ko', got 'de'"):
+        lessons.shipped_figures("bahdanau", "de", ["bleu"])
