@@ -13,9 +13,9 @@ also under ``ATEN_CPU_CAPABILITY=default`` and ``=avx2``. The numbers (measured 
 x 100 sentences; the constants and their derivation are in the script):
 
 * the models run in float64 (``.double()`` of the float32 checkpoint, exact). The largest
-  |difference| of a reference log-probability from the AVX-512 run is 7.0e-12 under AVX2 and
-  3.2e-11 without vector unit (with MKL on SSE4.2 too); in float32 the same runs differ by up to
-  0.038, which is why the fixture is float64. The bound ``FIX.LOGPROB_TOL`` is 1e-8, 300 times
+  |difference| of a reference log-probability from the AVX-512 run is 7.2e-12 under AVX2 and
+  2.8e-11 without vector unit (at most 3.2e-11 in other batchings, or with MKL on SSE4.2); in
+  float32 the same runs differ by up to 0.038, which is why the fixture is float64. The bound ``FIX.LOGPROB_TOL`` is 1e-8, 300 times
   the largest spread; scaling a weight tensor by 0.999 moves some log-probability by >= 4.5e-5.
 * the decoder picks each greedy token from the float32 log-softmax of the float64 logits: a choice
   that leads by a few float32 ulps could flip on another CPU. Sentences with a choice that leads
