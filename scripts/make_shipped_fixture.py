@@ -2,19 +2,30 @@
 
 Usage::
 
-    python scripts/make_shipped_fixture.py [--check]
+    python scripts/make_shipped_fixture.py [--check] [--out PATH]
 
 The fixture freezes today's behaviour of each model in ``data/checkpoints/`` so that
 ``tests/test_shipped_models.py`` fails when a refactor renames a parameter, changes a forward
 pass or breaks decoding. For a fixed set of sentences (every 20th of the default test split of the
 model's language pair, i.e. 25 per length bucket) it stores, per model:
 
-* ``bleu`` and ``exact_match`` of greedy translations (sacrebleu, as :mod:`attnlab.training.evaluate`);
-* ``outputs_sha256``: a digest of the decoded sentences, one per line, in fixture order;
 * ``ref_logprobs``: per sentence, the log-probability of its reference under teacher forcing
   (numbers that move with any change of the forward pass, even one that leaves every argmax
   alone), and ``ref_nll``, their mean per reference token (``<eos>`` included);
+* ``outputs_sha256``: a digest of the greedy translations (one per line, fixture order) of the
+  sentences not listed in ``near_ties``, and ``bleu`` and ``exact_match`` of those translations
+  (sacrebleu, as :mod:`attnlab.training.evaluate`);
+* ``near_ties``: the sentences left out of those three, the ones with a greedy choice that wins
+  by less than :data:`MARGIN` nats (it could go the other way on another CPU; see there), and
+  ``min_margin``, the smallest lead of a greedy choice in the sentences that count;
 * ``weights_sha256``: the digest of the safetensors file the numbers came from.
+
+Everything is computed in float64: the checkpoint's float32 weights are cast with ``.double()``
+(exactly), so the last bits that differ between CPUs (AVX-512, AVX2 or no vector unit, MKL's code
+path) are float64 rounding, ~1e-12 of a log-probability instead of the ~1e-4 to 4e-2 of float32
+(luong_general_ko, for one). :func:`compare` allows :data:`LOGPROB_TOL`, derived from runs under
+every dispatch setting (see there); a changed model moves these numbers by far more (the tests
+scale one weight tensor by 0.999 and check that :func:`compare` refuses the result).
 
 The sentences themselves (source and reference tokens, per pair) are stored too, so the models are
 checked on exactly these inputs even if the corpus generator changes; a separate test checks that
@@ -22,7 +33,8 @@ the default split still contains them. A checkpoint's pair is its JSON's ``pair`
 when absent, as in every checkpoint shipped before the second pair).
 
 Regenerate only when a shipped checkpoint was retrained on purpose (``make checkpoints``); run with
-``--check`` to compare with the stored fixture instead of writing it.
+``--check`` to compare the current code and checkpoints with the stored fixture instead (with
+:func:`compare`, the test's comparison; it prints the largest deviation of each kind).
 """
 
 from __future__ import annotations
@@ -40,6 +52,27 @@ FIXTURE = ROOT / "tests" / "fixtures" / "shipped_models.json"
 CHECKPOINTS = ROOT / "data" / "checkpoints"
 STRIDE = 20  # every 20th test sentence: 100 of the 2000, 25 per bucket (the split is stored bucket by bucket)
 N_SENTENCES = 100
+BATCH = 25  # sentences per batch: one length bucket (less padding: ~20% less float64 work than 100 at once)
+
+#: Largest |difference| allowed in a reference log-probability (and in ``ref_nll``), in nats.
+#: Measured (float64, the 58 models x 100 sentences of this fixture, against a run on AVX-512):
+#: ATEN_CPU_CAPABILITY=avx2 7.2e-12, =default 2.8e-11 (``--check``); with the sentences in one
+#: batch of 100, avx2 7.0e-12 (also with MKL_ENABLE_INSTRUCTIONS=AVX2), default 3.2e-11 (also
+#: with MKL_ENABLE_INSTRUCTIONS=SSE4_2); every maximum is bahdanau_fertility_ko's, the
+#: worst-conditioned model (its float32 numbers move by 0.038).
+#: The bound is 300 times the largest spread measured. Scaling one weight tensor by 0.999 moves
+#: some log-probability by 4.5e-5 or more (every tensor of bahdanau, luong_general and transformer
+#: tried, except a Transformer's key-projection biases, which softmax ignores: 4e-15), 4500 times
+#: the bound.
+LOGPROB_TOL = 1e-8
+
+#: A greedy choice that leads the runner-up by less than this (nats) is a near tie. The decoder
+#: takes the float32 log-softmax of the float64 logits and adds it to a float32 running score, so a
+#: choice is settled up to a few float32 ulps of the score: ~1e-5 at |score| 100, 1e-4 at 1000.
+#: Measured: the largest change of a lead between dispatch settings is 4.3e-7; no greedy
+#: translation differed between them; the smallest lead is 2.3e-5.
+#: Leads below 1e-3 occur in 29 of the 5800 sentences (0 to 4 per model).
+MARGIN = 1e-3
 
 
 def sentence_ids() -> list[int]:
@@ -87,45 +120,131 @@ def file_digest(path: Path) -> str:
 def reference_logprobs(model, sentences, src_vocab, tgt_vocab) -> tuple[list[float], int]:
     """Per sentence the log-probability of its reference (``<eos>`` included), gold prefix fed in.
 
-    All sentences go in one batch, in fixture order, so the padding (and the arithmetic) is the
-    same every time. Returns the list and the number of reference tokens.
+    The sentences go in batches of :data:`BATCH` in fixture order (a length bucket each), so the
+    padding (and the arithmetic) is the same every time. The log-softmax runs in the model's dtype
+    (float64 here: :func:`load_model`). Returns the list and the number of reference tokens.
     """
     from attnlab.data.vocab import BOS, EOS, PAD
 
     pad = torch.nn.utils.rnn.pad_sequence
-    src = pad([torch.tensor(src_vocab.encode(s, eos=True)) for s, _ in sentences], batch_first=True, padding_value=PAD)
-    tgt = [tgt_vocab.encode(t, eos=False) for _, t in sentences]
-    tgt_in = pad([torch.tensor([BOS, *t]) for t in tgt], batch_first=True, padding_value=PAD)  # (B, T)
-    tgt_out = pad([torch.tensor([*t, EOS]) for t in tgt], batch_first=True, padding_value=PAD)  # (B, T)
-    logp = torch.log_softmax(model(src, tgt_in).double(), dim=-1)  # (B, T, V)
-    real = tgt_out != PAD  # (B, T)
-    per_token = logp.gather(-1, tgt_out.unsqueeze(-1)).squeeze(-1) * real  # (B, T)
-    return per_token.sum(dim=1).tolist(), int(real.sum())
+    logprobs, n_tokens = [], 0
+    for i in range(0, len(sentences), BATCH):
+        batch = sentences[i : i + BATCH]
+        src = pad([torch.tensor(src_vocab.encode(s, eos=True)) for s, _ in batch], batch_first=True, padding_value=PAD)
+        tgt = [tgt_vocab.encode(t, eos=False) for _, t in batch]
+        tgt_in = pad([torch.tensor([BOS, *t]) for t in tgt], batch_first=True, padding_value=PAD)  # (B, T)
+        tgt_out = pad([torch.tensor([*t, EOS]) for t in tgt], batch_first=True, padding_value=PAD)  # (B, T)
+        logp = torch.log_softmax(model(src, tgt_in).double(), dim=-1)  # (B, T, V)
+        real = tgt_out != PAD  # (B, T)
+        per_token = logp.gather(-1, tgt_out.unsqueeze(-1)).squeeze(-1) * real  # (B, T)
+        logprobs += per_token.sum(dim=1).tolist()
+        n_tokens += int(real.sum())
+    return logprobs, n_tokens
 
 
-def score_model(name: str, sentences) -> dict:
-    """The fixture entry of shipped checkpoint ``name`` on ``sentences``."""
-    from attnlab.data.metrics import corpus_bleu, exact_match
-    from attnlab.models.decoding import translate
+@torch.no_grad()
+def greedy_margins(model, sources, src_vocab) -> list[float]:
+    """Per sentence, the smallest lead of the chosen token over the runner-up along its greedy path.
+
+    The decoding is the library's own (:func:`attnlab.models.decoding.beam_steps` with ``k = 1``), on the
+    batches :func:`attnlab.models.decoding.translate` makes with ``bs=BATCH`` (length-sorted, its length
+    limit per batch); a lead is a difference of the step's log-probabilities (nats), ``inf`` after
+    ``<eos>``.
+    """
+    from attnlab.data.vocab import PAD
+    from attnlab.models.decoding import beam_steps
+
+    pad = torch.nn.utils.rnn.pad_sequence
+    ids = [torch.tensor(src_vocab.encode(s, eos=True)) for s in sources]
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # as evaluate._batches
+    margins = [float("inf")] * len(ids)
+    for start in range(0, len(order), BATCH):
+        rows = order[start : start + BATCH]
+        src = pad([ids[i] for i in rows], batch_first=True, padding_value=PAD)  # (B, S)
+        lead = torch.full((len(rows),), float("inf"), dtype=torch.float64)  # (B,)
+        for step in beam_steps(model, src, beam=1, max_len=2 * src.size(1) + 10):
+            top2 = step.logp.topk(2, dim=-1).values.double()  # (B, 2); a finished row: 0 and -inf
+            lead = torch.minimum(lead, top2[:, 0] - top2[:, 1])  # (B,)
+        for i, m in zip(rows, lead.tolist(), strict=True):
+            margins[i] = m
+    return margins
+
+
+def load_model(name: str):
+    """Shipped checkpoint ``name`` as a float64 model (eval mode) and its metadata."""
     from attnlab.training.checkpoint import load_checkpoint
 
     model, meta = load_checkpoint(CHECKPOINTS / name)
+    return model.double(), meta
+
+
+def score(model, meta, sentences, near_ties: list[int] | None = None) -> dict:
+    """The fixture entry (all but pair and weights digest) of ``model`` on ``sentences``.
+
+    ``near_ties``: the sentences whose greedy translations do not count (a stored fixture's list);
+    ``None`` finds them: those with a greedy choice that leads by less than :data:`MARGIN` (slower).
+    """
+    from attnlab.data.metrics import corpus_bleu, exact_match
+    from attnlab.models.decoding import translate
+
     src_vocab, tgt_vocab = meta["src_vocab"], meta["tgt_vocab"]
-    hyps, _, _ = translate(model, [s for s, _ in sentences], src_vocab, tgt_vocab, beam=1, bs=len(sentences))
-    refs = [t for _, t in sentences]
+    sources = [s for s, _ in sentences]
+    margins = None
+    if near_ties is None:
+        margins = greedy_margins(model, sources, src_vocab)
+        near_ties = [i for i, m in enumerate(margins) if not m >= MARGIN]
+    decisive = [i for i in range(len(sentences)) if i not in near_ties]
+    hyps, _, _ = translate(model, sources, src_vocab, tgt_vocab, beam=1, bs=BATCH)
+    hyps = [hyps[i] for i in decisive]
+    refs = [sentences[i][1] for i in decisive]
     logprobs, n_tokens = reference_logprobs(model, sentences, src_vocab, tgt_vocab)
-    return {
+    entry = {
         "bleu": round(corpus_bleu(hyps, refs), 4),
         "exact_match": round(exact_match(hyps, refs), 4),
         "outputs_sha256": outputs_digest(hyps),
-        "ref_nll": round(-sum(logprobs) / n_tokens, 6),
-        "weights_sha256": file_digest(CHECKPOINTS / f"{name}.safetensors"),
-        "ref_logprobs": [round(x, 6) for x in logprobs],
+        "ref_nll": -sum(logprobs) / n_tokens,
+        "near_ties": near_ties,
     }
+    if margins is not None:
+        entry["min_margin"] = round(min(margins[i] for i in decisive), 4)
+    return {**entry, "ref_logprobs": logprobs}
 
 
-def build() -> dict:
-    """The whole fixture, computed from the current code and checkpoints (one thread)."""
+def score_model(name: str, sentences, near_ties: list[int] | None = None) -> dict:
+    """The fixture entry of shipped checkpoint ``name`` on ``sentences`` (``near_ties``: as :func:`score`)."""
+    model, meta = load_model(name)
+    entry = score(model, meta, sentences, near_ties)
+    return {**entry, "weights_sha256": file_digest(CHECKPOINTS / f"{name}.safetensors")}
+
+
+def compare(got: dict, want: dict) -> list[str]:
+    """What differs between two fixture entries beyond what the CPU changes; empty when they agree.
+
+    Log-probabilities (and the NLL) may differ by :data:`LOGPROB_TOL`; the greedy translations of
+    the sentences that are no near ties (digest, BLEU, exact match) must be identical.
+    """
+    problems = []
+    diff = [abs(a - b) for a, b in zip(got["ref_logprobs"], want["ref_logprobs"], strict=True)]
+    worst = max(range(len(diff)), key=diff.__getitem__)
+    if not diff[worst] <= LOGPROB_TOL:  # `not <=`: a NaN fails too
+        problems.append(
+            f"the reference log-probability of sentence {worst} is {got['ref_logprobs'][worst]!r}, "
+            f"was {want['ref_logprobs'][worst]!r} (|difference| {diff[worst]:.3g} > {LOGPROB_TOL:g})"
+        )
+    if not abs(got["ref_nll"] - want["ref_nll"]) <= LOGPROB_TOL:
+        problems.append(f"the reference NLL is {got['ref_nll']!r}, was {want['ref_nll']!r}")
+    for key in ("outputs_sha256", "bleu", "exact_match"):
+        if got[key] != want[key]:
+            problems.append(f"greedy translations changed: {key} is {got[key]!r}, was {want[key]!r}")
+    return problems
+
+
+def build(stored: dict | None = None) -> dict:
+    """The whole fixture, computed from the current code and checkpoints (one thread).
+
+    With ``stored`` (a fixture), each model's translations are scored without its stored
+    ``near_ties`` (as the test does) instead of finding them again.
+    """
     torch.set_num_threads(1)
     names = translation_checkpoints()
     pairs = {name: checkpoint_pair(name) for name in names}
@@ -136,23 +255,55 @@ def build() -> dict:
         "sentences": {
             pair: [{"src": " ".join(s), "ref": " ".join(t)} for s, t in sents] for pair, sents in sentences.items()
         },
-        "models": {name: {"pair": pairs[name], **score_model(name, sentences[pairs[name]])} for name in names},
+        "models": {
+            name: {"pair": pairs[name], **score_model(name, sentences[pairs[name]], _near_ties(stored, name))}
+            for name in names
+        },
     }
+
+
+def _near_ties(stored: dict | None, name: str) -> list[int] | None:
+    return stored["models"][name]["near_ties"] if stored and name in stored["models"] else None
+
+
+def check(stored: dict, fixture: dict) -> list[str]:
+    """Problems of ``fixture`` (freshly built) against ``stored``, by :func:`compare`; prints the deviations."""
+    problems = []
+    for key in ("split", "sentences"):
+        if stored[key] != fixture[key]:
+            problems.append(f"the fixture's {key} changed")
+    if sorted(stored["models"]) != sorted(fixture["models"]):
+        problems.append(f"the shipped checkpoints are {sorted(fixture['models'])}, were {sorted(stored['models'])}")
+    worst = (0.0, "")
+    for name in sorted(set(stored["models"]) & set(fixture["models"])):
+        got, want = fixture["models"][name], stored["models"][name]
+        for key in ("pair", "weights_sha256"):
+            if got[key] != want[key]:
+                problems.append(f"{name}: {key} is {got[key]!r}, was {want[key]!r}")
+        problems += [f"{name}: {p}" for p in compare(got, want)]
+        dev = max(abs(a - b) for a, b in zip(got["ref_logprobs"], want["ref_logprobs"], strict=True))
+        worst = max(worst, (dev, name))
+    print(f"largest |difference| of a reference log-probability: {worst[0]:.3g} ({worst[1]}); bound {LOGPROB_TOL:g}")
+    return problems
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python scripts/make_shipped_fixture.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="compare with the stored fixture instead of writing it")
+    ap.add_argument("--out", type=Path, default=FIXTURE, help="where to write (default: %(default)s)")
     args = ap.parse_args(argv)
-    fixture = build()
     if args.check:
-        stored = json.loads(FIXTURE.read_text())
-        same = stored == fixture
-        print("fixture up to date" if same else "fixture differs from the current code/checkpoints")
-        return 0 if same else 1
-    FIXTURE.write_text(json.dumps(fixture, indent=1, ensure_ascii=False) + "\n")
+        stored = json.loads(FIXTURE.read_text(encoding="utf-8"))
+        problems = check(stored, build(stored))
+        print("\n".join(problems) or "fixture up to date")
+        return 1 if problems else 0
+    fixture = build()
+    args.out.write_text(json.dumps(fixture, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     for name, m in fixture["models"].items():
-        print(f"{name:18s} BLEU {m['bleu']:7.2f}  EM {m['exact_match']:.2f}  NLL {m['ref_nll']:.4f}")
+        print(
+            f"{name:28s} BLEU {m['bleu']:7.2f}  EM {m['exact_match']:.2f}  NLL {m['ref_nll']:.4f}  "
+            f"near ties {len(m['near_ties'])}  min margin {m['min_margin']:.4f}"
+        )
     return 0
 
 

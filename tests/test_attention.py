@@ -62,6 +62,7 @@ def make_mask(kind: str, batch: tuple[int, ...], L: int, S: int, dtype: torch.dt
 SHAPES = [(1, 1, 1, 1, 4, 4), (2, 3, 5, 7, 8, 6), (3, 2, 6, 6, 16, 16)]  # B, H, L, S, E, Ev
 
 
+@pytest.mark.numeric
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("kind", ["none", "bool", "float", "padding", "causal"])
 @pytest.mark.parametrize("shape", SHAPES)
@@ -89,6 +90,7 @@ def test_sdpa_matches_torch(shape, kind, dtype, need_weights):
         assert w is None
 
 
+@pytest.mark.numeric
 def test_sdpa_weights_are_the_textbook_formula():
     gen = torch.Generator().manual_seed(1)
     q, k, v = (torch.randn(2, 4, 5, generator=gen, dtype=torch.float64) for _ in range(3))
@@ -98,6 +100,7 @@ def test_sdpa_weights_are_the_textbook_formula():
     torch.testing.assert_close(out, expected_w @ v)
 
 
+@pytest.mark.numeric
 def test_sdpa_scale_and_broadcast_mask():
     gen = torch.Generator().manual_seed(2)
     q = torch.randn(2, 3, 4, 8, generator=gen)  # (B, H, L, E)
@@ -111,6 +114,7 @@ def test_sdpa_scale_and_broadcast_mask():
         assert_close_logged("sdpa out, scale=0.3, torch.float32", ours, ref)
 
 
+@pytest.mark.numeric
 @pytest.mark.parametrize("need_weights", [True, False])
 def test_is_causal_with_cache_shape_aligns_to_the_end(need_weights):
     """L < S (new queries after a cache): query i sees keys 0 .. i + S - L."""
@@ -152,6 +156,7 @@ def test_sdpa_fully_masked_rows_are_zero_without_nan(dtype, need_weights, mask_d
     assert (k.grad[1] == 0).all() and (v.grad[1] == 0).all()
 
 
+@pytest.mark.numeric
 def test_sdpa_both_paths_agree_on_fully_masked_rows_and_grads():
     gen = torch.Generator().manual_seed(5)
     base = [torch.randn(3, 6, 4, generator=gen, dtype=torch.float64) for _ in range(3)]
@@ -167,6 +172,7 @@ def test_sdpa_both_paths_agree_on_fully_masked_rows_and_grads():
         torch.testing.assert_close(a, b)
 
 
+@pytest.mark.numeric
 @pytest.mark.parametrize("need_weights", [True, False])
 def test_sdpa_gradcheck(need_weights):
     gen = torch.Generator().manual_seed(6)
@@ -229,6 +235,7 @@ def _pair(E, H, dtype, kdim=None, vdim=None, bias=True, seed=0):
     return ours, theirs
 
 
+@pytest.mark.numeric
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("E,H", [(8, 1), (12, 3), (16, 4)])
 @pytest.mark.parametrize("padding", [False, True])
@@ -263,6 +270,7 @@ def test_mha_self_attention_matches_nn_mha(dtype, E, H, padding, causal, need_we
         assert w is None
 
 
+@pytest.mark.numeric
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("need_weights", [True, False])
 @pytest.mark.parametrize("kdim,vdim", [(None, None), (5, 7)])
@@ -282,6 +290,7 @@ def test_mha_cross_attention_matches_nn_mha(dtype, need_weights, kdim, vdim):
         assert_close_logged(f"mha cross attn weights, {dtype}", w, ref_w)
 
 
+@pytest.mark.numeric
 def test_mha_float_masks_and_per_sample_masks_match_nn_mha():
     E, H, B, L = 8, 2, 2, 4
     ours, theirs = _pair(E, H, torch.float64)
@@ -293,6 +302,7 @@ def test_mha_float_masks_and_per_sample_masks_match_nn_mha():
         assert_close_logged("mha out, float (B,H,L,S) mask, torch.float64", out, ref)
 
 
+@pytest.mark.numeric
 def test_mha_no_bias_and_copy_function():
     ours, theirs = _pair(8, 2, torch.float32, bias=False)
     assert ours.q_proj.bias is None
@@ -323,6 +333,7 @@ def test_mha_fully_masked_rows(need_weights):
     assert (memory.grad[1] == 0).all()
 
 
+@pytest.mark.numeric
 def test_mha_paths_agree_with_dead_rows():
     ours, _ = _pair(12, 3, torch.float64)
     x = torch.randn(3, 5, 12, dtype=torch.float64)  # (B, L, E)
@@ -374,6 +385,7 @@ def test_causal_leakage(need_weights):
     assert (moved[:4] > 1e-6).all()  # every earlier position sees the change
 
 
+@pytest.mark.numeric
 @pytest.mark.parametrize("need_weights", [True, False])
 def test_kv_cache_incremental_decoding_matches_full_causal(need_weights):
     ours, _ = _pair(12, 3, torch.float64)
@@ -544,6 +556,7 @@ def test_float_masks_with_inf_or_nan_are_refused():
 # ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.numeric
 @pytest.mark.parametrize("need_weights", [True, False])
 def test_precomputed_kv_gives_the_same_result(need_weights):
     ours, _ = _pair(12, 3, torch.float64, kdim=5, vdim=7)
@@ -598,6 +611,7 @@ def test_a_cache_from_another_batch_size_is_refused():
 # ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.numeric
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("num_kv_heads", [4, 2, 1])
 @pytest.mark.parametrize("need_weights", [True, False])
@@ -631,6 +645,7 @@ def test_gqa_parameters_and_cache_are_smaller():
         mha(x, x, x, cache={"k": torch.zeros(2, 4, 3, 4), "v": torch.zeros(2, 4, 3, 4)})
 
 
+@pytest.mark.numeric
 def test_gqa_with_a_cache_equals_full_causal():
     torch.manual_seed(0)
     mha = MultiHeadAttention(16, 4, num_kv_heads=2).eval()

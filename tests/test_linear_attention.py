@@ -26,6 +26,7 @@ def by_hand(q, k, v, causal):
     return (w / w.sum(-1, keepdim=True)) @ v
 
 
+@pytest.mark.numeric
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("form", FORMS)
 def test_causal_forms_equal_the_definition(dtype, form):
@@ -33,6 +34,7 @@ def test_causal_forms_equal_the_definition(dtype, form):
     torch.testing.assert_close(linear_attention(q, k, v, form=form, eps=0.0), by_hand(q, k, v, True), **TOL[dtype])
 
 
+@pytest.mark.numeric
 @pytest.mark.parametrize("form", ["quadratic", "parallel"])
 def test_non_causal_forms_equal_the_definition(form):
     q, k, v = qkv(torch.float64)
@@ -40,6 +42,7 @@ def test_non_causal_forms_equal_the_definition(form):
     torch.testing.assert_close(got, by_hand(q, k, v, False), **TOL[torch.float64])
 
 
+@pytest.mark.numeric
 def test_gradients_of_parallel_and_recurrent_agree():
     grads = []
     for form in ("parallel", "recurrent"):
@@ -50,6 +53,7 @@ def test_gradients_of_parallel_and_recurrent_agree():
         torch.testing.assert_close(a, b, **TOL[torch.float64])
 
 
+@pytest.mark.numeric
 def test_feature_map_is_positive_and_elu_plus_one():
     x = torch.linspace(-20, 5, 101, dtype=torch.float64)
     phi = elu_feature_map(x)

@@ -43,6 +43,7 @@ def qkv(dtype, B=2, H=3, L=37, S=45, D=8, Dv=6, seed=0):
 # ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.numeric
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("mask", ["none", "bool", "padding"])
@@ -65,6 +66,7 @@ def test_tiled_equals_sdpa(dtype, causal, mask, block_size):
     close(f"naive vs SDPA, {dtype}", scale.naive_attention(q, k, v, keep, causal=causal), ref)
 
 
+@pytest.mark.numeric
 def test_tiled_float_mask_and_scale():
     q, k, v = qkv(torch.float64)
     bias = torch.randn(3, 37, 45, dtype=torch.float64)  # (H, L, S)
@@ -72,6 +74,7 @@ def test_tiled_float_mask_and_scale():
     close("tiled vs SDPA, float mask", scale.tiled_attention(q, k, v, bias, block_size=7, scale=0.3), ref)
 
 
+@pytest.mark.numeric
 def test_tiled_fully_masked_rows_are_zero_without_nan():
     q, k, v = qkv(torch.float64, L=10, S=12)
     keep = torch.ones(10, 12, dtype=torch.bool)
@@ -85,6 +88,7 @@ def test_tiled_fully_masked_rows_are_zero_without_nan():
     close("tiled vs naive, fully masked rows", out, ref)
 
 
+@pytest.mark.numeric
 @pytest.mark.parametrize("causal", [False, True])
 def test_tiled_gradients_equal_sdpa(causal):
     q, k, v = (t.requires_grad_(True) for t in qkv(torch.float64, L=19, S=19))
@@ -102,11 +106,13 @@ def test_tiled_gradients_equal_sdpa(causal):
         close(f"tiled grad d{name} vs SDPA, float64", a, b)
 
 
+@pytest.mark.numeric
 def test_tiled_gradcheck():
     q, k, v = (t.requires_grad_(True) for t in qkv(torch.float64, B=1, H=1, L=5, S=7, D=3, Dv=2))
     assert torch.autograd.gradcheck(lambda a, b, c: scale.tiled_attention(a, b, c, causal=True, block_size=3), (q, k, v))
 
 
+@pytest.mark.numeric
 def test_online_softmax_step_two_blocks_is_the_softmax():
     g = torch.Generator().manual_seed(3)
     s, v = torch.randn(4, 10, generator=g, dtype=torch.float64), torch.randn(10, 3, generator=g, dtype=torch.float64)
@@ -236,6 +242,7 @@ def test_sliding_window_mask_band():
         scale.RingKVCache(-1)
 
 
+@pytest.mark.numeric
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("window", [1, 3, 8])
 def test_ring_cache_equals_banded_full_attention(dtype, window):
@@ -289,6 +296,7 @@ def test_memory_model():
         scale.memory_model(64, 0, 8)
 
 
+@pytest.mark.numeric
 def test_sdpa_backends_math_runs_and_agrees():
     q, k, v = qkv(torch.float32, L=9, S=9, Dv=8)
     found = scale.sdpa_backends(q, k, v, is_causal=True)

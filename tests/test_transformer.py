@@ -46,6 +46,7 @@ def batch():
 # ----------------------------------------------------------------------------- layers vs PyTorch
 
 
+@pytest.mark.numeric
 @PLACEMENTS
 @pytest.mark.parametrize("need_weights", [False, True], ids=["fast", "weights"])
 def test_encoder_layer_equals_nn_transformer_encoder_layer(norm_first, need_weights):
@@ -62,6 +63,7 @@ def test_encoder_layer_equals_nn_transformer_encoder_layer(norm_first, need_weig
         assert w.shape == (3, 4, 7, 7) and (w[~real[:, None, None, :].expand_as(w)] == 0).all()
 
 
+@pytest.mark.numeric
 @PLACEMENTS
 @pytest.mark.parametrize("need_weights", [False, True], ids=["fast", "weights"])
 def test_decoder_layer_equals_nn_transformer_decoder_layer(norm_first, need_weights):
@@ -88,6 +90,7 @@ def test_decoder_layer_equals_nn_transformer_decoder_layer(norm_first, need_weig
         assert (w_cross[~src_real[:, None, None, :].expand_as(w_cross)] == 0).all()
 
 
+@pytest.mark.numeric
 def test_pre_ln_encoder_stack_equals_nn_transformer_encoder():
     torch.manual_seed(0)
     layer = nn.TransformerEncoderLayer(16, 4, 40, dropout=0.0, batch_first=True, norm_first=True)
@@ -101,6 +104,7 @@ def test_pre_ln_encoder_stack_equals_nn_transformer_encoder():
     torch.testing.assert_close(ours(x, src_keep=real)[0][real], expected[real], atol=ATOL, rtol=RTOL)
 
 
+@pytest.mark.numeric
 @PLACEMENTS
 @pytest.mark.parametrize("need_weights", [False, True], ids=["fast", "weights"])
 def test_cross_attention_on_projected_keys_values_equals_projecting_again(norm_first, need_weights):
@@ -185,6 +189,7 @@ def test_load_from_torch_refuses_the_other_placement():
 # ----------------------------------------------------------------------------- positions
 
 
+@pytest.mark.numeric
 def test_sinusoid_frequencies_by_hand_are_those_of_the_table_and_the_shift():
     omega = sinusoid_frequencies(8)  # (E/2,)
     by_hand = torch.tensor([10000 ** (-2 * i / 8) for i in range(4)], dtype=torch.float64)
@@ -200,6 +205,7 @@ def test_sinusoid_frequencies_by_hand_are_those_of_the_table_and_the_shift():
         sinusoid_frequencies(7)
 
 
+@pytest.mark.numeric
 def test_sinusoid_shift_is_a_fixed_rotation():
     pe = sinusoidal_table(60, 16)  # (P, E)
     assert pe.shape == (60, 16) and pe.abs().max() <= 1
@@ -210,6 +216,7 @@ def test_sinusoid_shift_is_a_fixed_rotation():
         torch.testing.assert_close(m @ m.T, torch.eye(16), atol=1e-6, rtol=0)
 
 
+@pytest.mark.numeric
 def test_without_positions_the_encoder_is_permutation_equivariant():
     model = make(positions="none")
     src = torch.randint(4, V_SRC, (1, 6))
@@ -234,6 +241,7 @@ VARIANTS = [
 VARIANT_IDS = ["pre-LN", "post-LN", "learned-tied", "3-layers-gelu"]
 
 
+@pytest.mark.numeric
 @pytest.mark.parametrize("kw", VARIANTS, ids=VARIANT_IDS)
 def test_incremental_steps_with_cache_equal_the_full_forward(kw):
     model = make(**kw)
@@ -253,6 +261,7 @@ def test_incremental_steps_with_cache_equal_the_full_forward(kw):
     assert state["ys"].shape == tgt_in.shape  # the last loop ran without the cache
 
 
+@pytest.mark.numeric
 @pytest.mark.parametrize("kw", VARIANTS[:3], ids=VARIANT_IDS[:3])
 @pytest.mark.parametrize("beam", [1, 3])
 def test_decoding_with_cache_gives_the_same_tokens_as_without(kw, beam):
@@ -267,6 +276,7 @@ def test_decoding_with_cache_gives_the_same_tokens_as_without(kw, beam):
     torch.testing.assert_close(fast.attn, slow.attn, atol=ATOL, rtol=RTOL)
 
 
+@pytest.mark.numeric
 def test_beam_scores_are_sequence_logprobs():
     model = make()
     src, _ = batch()
@@ -277,6 +287,7 @@ def test_beam_scores_are_sequence_logprobs():
     torch.testing.assert_close(sequence_logprob(model, src, tgt_in, tgt_out), out.scores, atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.numeric
 @pytest.mark.parametrize("norm_first", [True, False], ids=["pre-LN", "post-LN"])
 def test_changing_a_future_target_token_leaves_earlier_logits_unchanged(norm_first):
     model = make(norm_first=norm_first)
@@ -289,6 +300,7 @@ def test_changing_a_future_target_token_leaves_earlier_logits_unchanged(norm_fir
     assert (moved[:, 4:] > 1e-4).all(), moved
 
 
+@pytest.mark.numeric
 @pytest.mark.parametrize("kw", VARIANTS[:2], ids=VARIANT_IDS[:2])
 def test_padded_batch_equals_sentences_one_by_one(kw):
     model = make(**kw)
