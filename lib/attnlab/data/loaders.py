@@ -118,7 +118,8 @@ def _seeded_sorted_dl():
             return super().new(dataset=dataset, seed=self.seed, bucketed=self.bucketed, **kwargs)
 
         def get_idxs(self):
-            name = f"attnlab.data.loaders/shuffle/{self.seed}/{self.epoch}"
+            # the flat layout's module name, kept: it seeds the order, so every shipped model depends on it
+            name = f"attnlab.loaders/shuffle/{self.seed}/{self.epoch}"
             state = numpy.random.get_state()
             numpy.random.seed(int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "little"))
             self.rng = random.Random(name)

@@ -569,7 +569,8 @@ def _bucketed_dl():
         def get_idxs(self):
             if not self.shuffle:
                 return np.argsort(-self.lengths.astype(np.int64), kind="stable")
-            name = f"attnlab.data.realcorpus/shuffle/{self.seed}/{self.epoch}"
+            # the flat layout's module name, kept: it seeds the order of every prepared corpus
+            name = f"attnlab.realcorpus/shuffle/{self.seed}/{self.epoch}"
             rng = np.random.RandomState(int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "little"))
             if not self.bucketed:
                 return rng.permutation(len(self.lengths))
@@ -698,7 +699,7 @@ def prepare(
                 warnings.warn(f"rebuilding {out}: {exc}", stacklevel=2)
     out.mkdir(parents=True, exist_ok=True)
     manifest_path.unlink(missing_ok=True)  # a half-rebuilt directory has no manifest: load refuses it
-    salt = f"attnlab.data.realcorpus/{seed}".encode()
+    salt = f"attnlab.realcorpus/{seed}".encode()  # the flat layout's name, kept: it decides the held-out split
     seconds, cpu_seconds = {}, {}
 
     # 1. scan: held-out keys (a max-heap of the smallest, negated) and the tokenizer sample
