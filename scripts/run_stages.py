@@ -154,7 +154,7 @@ def _loadavg():
 
 
 def report(path):
-    """Print the stage times saved by an earlier run; returns the exit status (1 if it failed)."""
+    """Print the stage times saved by an earlier run (exit status 0: a report, not a verdict)."""
     try:
         with open(path) as f:
             data = json.load(f)
@@ -173,7 +173,7 @@ def report(path):
         seconds = "" if s["seconds"] is None else f"{s['seconds']:9.1f} s"
         print(f"  {s['name']:<{width}}  {s['status']:<11}{seconds}")
     print(total_line(stages, data["total_seconds"]))
-    return 1 if any(s["status"] not in ("passed", "not run") for s in stages) else 0
+    return 0
 
 
 def main(argv=None):

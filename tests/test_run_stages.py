@@ -58,9 +58,9 @@ def test_every_stage_runs_after_a_failure_and_the_summary_names_it(tmp_path):
     assert all(s["seconds"] >= 0 for s in data["stages"])
     assert data["total_seconds"] >= sum(s["seconds"] for s in data["stages"]) - 0.1
 
-    # --report prints each stage's time again, and fails like the run did
+    # --report prints each stage's time again
     rep = run_runner("--report", str(out), cwd=tmp_path)
-    assert rep.returncode == 1
+    assert rep.returncode == 0, rep.stderr
     lines = rep.stdout.splitlines()
     for s in data["stages"]:
         (line,) = [ln for ln in lines if ln.split()[:2] == [s["name"], s["status"]]]
