@@ -172,6 +172,7 @@ MATRIX_TESTS ?= $(addprefix tests/test_,$(addsuffix .py,masks attention scores p
 matrix_stage = --stage python-$(1) 'set -e; v=$(MATRIX_DIR)/py$(1); $(2) --version; \
 	$(MAKE) --no-print-directory setup PYTHON=$(2) VENV=$$v; \
 	OMP_NUM_THREADS=1 $$v/bin/pytest $(XDIST) -q -rfE -p no:cacheprovider $(MATRIX_TESTS)'
+# MATRIX_ONLY=python-oldest (or python-newest) runs one of the two.
 python-matrix:
-	@python3 scripts/run_stages.py --json $(MATRIX_DIR)/times.json \
+	@python3 scripts/run_stages.py --json $(MATRIX_DIR)/times$(if $(MATRIX_ONLY),-$(MATRIX_ONLY)).json $(if $(MATRIX_ONLY),--only $(MATRIX_ONLY)) \
 		$(call matrix_stage,oldest,$(PY_OLDEST)) $(call matrix_stage,newest,$(PY_NEWEST))
