@@ -1,6 +1,7 @@
 # Attention Lab: two commands set everything up on a fresh machine.
 #   make lab   -> venv + install + kernel, then JupyterLab on notebooks/
-#   make test  -> venv + install + kernel, then ruff, pytest, nbval
+#   make test  -> venv + install + kernel, then every test stage (lint, unit, numeric-default,
+#                 numeric-avx2, browser, notebooks), all of them even when one fails, and a summary
 # Installs are pinned by constraints.txt (the versions the course was tested with);
 # `make upgrade-check` tries the newest versions in a scratch venv and runs the unit tests.
 SHELL := /bin/bash
@@ -13,9 +14,19 @@ UPGRADE_VENV ?= /tmp/attnlab-upgrade
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: setup lab test lint unit notebooks lesson exercises browser site bench checkpoints clean-corpus constraints upgrade-check
+.PHONY: setup lab test lint unit numeric notebooks lesson exercises browser site bench checkpoints clean-corpus \
+	constraints upgrade-check stage-times python-matrix
+
+# The oldest Python the course supports, from pyproject.toml's requires-python (">=3.10").
+PY_MIN := $(shell sed -n 's/^requires-python *= *">= *\([0-9.]*\)".*/\1/p' pyproject.toml)
+# Stops before pip runs when the Python that would make (or has made) the venv is too old. The
+# one-liner is valid Python 2 too, so that even `python` 2.7 gets the sentence, not a traceback.
+CHECK_PYTHON = py=$(PY); test -x $$py || py=$(PYTHON); \
+	$$py -c 'import sys; m = tuple(int(x) for x in "$(PY_MIN)".split(".")); sys.exit(0 if m and sys.version_info[:len(m)] >= m else "Attention Lab needs Python >= $(PY_MIN) (requires-python in pyproject.toml), but %s is Python %d.%d.%d: run e.g. make setup PYTHON=python3.11 (an existing $(VENV) must be removed first)" % ((sys.executable,) + tuple(sys.version_info[:3])))'
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
+	@test -n "$(PY_MIN)" || { echo "could not read requires-python from pyproject.toml" >&2; exit 1; }
+	@$(CHECK_PYTHON)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -c $(CONSTRAINTS) -e '.[dev]'
@@ -33,25 +44,45 @@ lab: setup
 # Two workers (the course machine has 2 cores; every kernel and test uses one thread). nbval keeps
 # each notebook on one worker (--dist loadscope), so its cells run in order in one kernel.
 XDIST := -n 2
+# The test stages. `make test` runs every one of them through scripts/run_stages.py, also after a
+# failure, then prints one line per stage (passed/failed, seconds) and the total; the figures are kept
+# in $(STAGE_TIMES) (`make stage-times` prints them again). The numeric stages rerun the tests marked
+# `numeric` with PyTorch's and MKL's kernels for older CPUs, whose float32 last digits differ.
+STAGE_TIMES ?= build/stage_times.json
+LINT_CMD := $(VENV)/bin/ruff check lib tests notebooks benchmarks scripts
+UNIT_CMD := $(VENV)/bin/pytest $(XDIST) tests
+NUMERIC_DEFAULT_CMD := ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2 $(VENV)/bin/pytest $(XDIST) -m numeric tests
+NUMERIC_AVX2_CMD := ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 $(VENV)/bin/pytest $(XDIST) -m numeric tests
+BROWSER_CMD := $(VENV)/bin/pytest tests/browser --durations=6
+NOTEBOOKS_CMD := $(VENV)/bin/pytest $(XDIST) --dist loadscope $(NBVAL) notebooks
+RUN_STAGES := $(PY) scripts/run_stages.py --json $(STAGE_TIMES)
+
 test: setup
-	$(VENV)/bin/ruff check lib tests notebooks benchmarks scripts
-	$(VENV)/bin/pytest $(XDIST) tests
-	$(VENV)/bin/pytest tests/browser --durations=6
-	$(VENV)/bin/pytest $(XDIST) --dist loadscope $(NBVAL) notebooks
+	$(RUN_STAGES) --stage lint '$(LINT_CMD)' --stage unit '$(UNIT_CMD)' \
+		--stage numeric-default '$(NUMERIC_DEFAULT_CMD)' --stage numeric-avx2 '$(NUMERIC_AVX2_CMD)' \
+		--stage browser '$(BROWSER_CMD)' --stage notebooks '$(NOTEBOOKS_CMD)'
+
+# The time of each stage of the last `make test`.
+stage-times:
+	@$(PYTHON) scripts/run_stages.py --report $(STAGE_TIMES)
 
 lint: setup
-	$(VENV)/bin/ruff check lib tests notebooks benchmarks scripts
+	$(LINT_CMD)
 
 unit: setup
-	$(VENV)/bin/pytest $(XDIST) tests
+	$(UNIT_CMD)
+
+numeric: setup
+	$(PY) scripts/run_stages.py --json build/numeric_times.json --stage numeric-default '$(NUMERIC_DEFAULT_CMD)' \
+		--stage numeric-avx2 '$(NUMERIC_AVX2_CMD)'
 
 notebooks: setup
-	$(VENV)/bin/pytest $(XDIST) --dist loadscope $(NBVAL) notebooks
+	$(NOTEBOOKS_CMD)
 
 # The lessons in JupyterLab, in headless Chromium (tests/browser/README.md). One process: under
 # xdist (`make unit`) they skip with a line pointing here.
 browser: setup
-	$(VENV)/bin/pytest tests/browser --durations=6
+	$(BROWSER_CMD)
 
 # The course website in site/ (open site/index.html), built offline from the committed notebooks:
 # Sphinx + MyST-NB, with MathJax, RequireJS and the widget manager from the npm registry (needs npm
@@ -88,9 +119,23 @@ checkpoints: setup
 clean-corpus:
 	rm -rf data/corpus
 
-# Rewrite constraints.txt from what the course venv has installed (after a tested upgrade).
+# Rewrite constraints.txt from what the course venv has installed (after a tested upgrade; the venv
+# must be the reference Python, >= 3.11). Its pins get `; python_version >= "3.11"` where a line for
+# Python 3.10 (`; python_version < "3.11"`) exists; those lines are kept: refresh them by hand, with
+# `pip install --dry-run --report` in a Python 3.10 venv, then `make python-matrix`.
 constraints: setup
-	{ sed -n '/^#/p' $(CONSTRAINTS); $(VENV)/bin/pip freeze --exclude-editable | grep -v -i '^attnlab[= ]' | grep -v '^#'; } > $(CONSTRAINTS).new
+	$(PY) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "make constraints: the venv must be Python >= 3.11")'
+	$(VENV)/bin/pip freeze --exclude-editable | grep -v -i '^attnlab[= ]' | grep -v '^#' > $(CONSTRAINTS).freeze
+	$(PY) -c 'import re, sys; \
+	key = lambda line: re.sub(r"[-_.]+", "-", line.split("==")[0].split(";")[0].strip()).lower(); \
+	old = open(sys.argv[1]).read().splitlines(); \
+	low = {key(x): x for x in old if x.endswith("; python_version < \"3.11\"")}; \
+	frozen = [x.strip() for x in open(sys.argv[2]) if x.strip()]; \
+	out = [x for x in old if x.startswith("#")]; \
+	[out.extend([x + "; python_version >= \"3.11\"", low[key(x)]] if key(x) in low else [x]) for x in frozen]; \
+	out += [low[k] for k in sorted(set(low) - {key(x) for x in frozen})]; \
+	open(sys.argv[1] + ".new", "w").write("\n".join(out) + "\n")' $(CONSTRAINTS) $(CONSTRAINTS).freeze
+	rm $(CONSTRAINTS).freeze
 	mv $(CONSTRAINTS).new $(CONSTRAINTS)
 
 # What would break next year: the newest releases (no constraints.txt) in a scratch venv, then the
@@ -106,3 +151,28 @@ upgrade-check:
 	@$(UPGRADE_VENV)/bin/python -c 'import sys; r = lambda p: dict(l.strip().split("==", 1) for l in open(p) if "==" in l and l[0] != "#"); a, b = r(sys.argv[1]), r(sys.argv[2]); [print("  %s: %s -> %s" % (k, a.get(k, "-"), b.get(k, "-"))) for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)]' $(CONSTRAINTS) $(UPGRADE_VENV)/freeze.txt
 	@echo "Unit tests with the newest versions:"
 	$(UPGRADE_VENV)/bin/python -m pytest tests -q -p no:cacheprovider -rfE --tb=line
+
+# Every Python the README promises: the oldest and the newest supported one each get a venv under
+# $(MATRIX_DIR) (kept between runs; `make setup` reinstalls when pyproject.toml or constraints.txt
+# change; rm -rf it for a fresh one), installed by `make setup` through constraints.txt (its
+# python_version markers pick the pins for that Python), then $(MATRIX_TESTS). One line per Python
+# at the end, every failing test listed above it; exits non-zero when one fails. Defaults: pyenv's
+# newest 3.10.x and 3.13.x when pyenv has them, else python3.10 and python3.13 from PATH.
+PYENV_ROOT ?= $(HOME)/.pyenv
+pyenv_python = $(or $(lastword $(sort $(wildcard $(PYENV_ROOT)/versions/$(1).*/bin/python))),python$(1))
+PY_OLDEST ?= $(call pyenv_python,3.10)
+PY_NEWEST ?= $(call pyenv_python,3.13)
+MATRIX_DIR ?= /tmp/attnlab-matrix
+# A core subset that touches every pinned library the course leans on (torch, fastai, numpy,
+# matplotlib, ipywidgets, safetensors, sentencepiece, nbformat) in a few minutes; the whole unit
+# stage takes far longer on 2 cores. `make python-matrix MATRIX_TESTS=tests` runs all of it.
+MATRIX_TESTS ?= $(addprefix tests/test_,$(addsuffix .py,masks attention scores positions linear_attention \
+	transformer rnn train checkpoint corpus korean tsv vocab loaders plots widgets_scores notebooks_meta \
+	realcorpus run_stages))
+matrix_stage = --stage python-$(1) 'set -e; v=$(MATRIX_DIR)/py$(1); $(2) --version; \
+	$(MAKE) --no-print-directory setup PYTHON=$(2) VENV=$$v; \
+	OMP_NUM_THREADS=1 $$v/bin/pytest $(XDIST) -q -rfE -p no:cacheprovider $(MATRIX_TESTS)'
+# MATRIX_ONLY=python-oldest (or python-newest) runs one of the two.
+python-matrix:
+	@python3 scripts/run_stages.py --json $(MATRIX_DIR)/times$(if $(MATRIX_ONLY),-$(MATRIX_ONLY)).json $(if $(MATRIX_ONLY),--only $(MATRIX_ONLY)) \
+		$(call matrix_stage,oldest,$(PY_OLDEST)) $(call matrix_stage,newest,$(PY_NEWEST))

@@ -1,0 +1,199 @@
+"""Run named test stages one after another, every one of them even when one fails (`make test`).
+
+    python scripts/run_stages.py --json build/stage_times.json \\
+        --stage lint "ruff check lib" --stage unit "pytest -n 2 tests"
+    python scripts/run_stages.py --report build/stage_times.json
+
+Each stage is a shell command (bash, so `VAR=value cmd` works); its output streams through as it
+runs. At the end one line per stage, `stage <name>: passed|failed in <seconds> s`, and a total line;
+the exit status is 1 when any stage failed (0 when all passed). The figures go to the --json file,
+which --report prints again later. Standard library only: it runs before anything is installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+# pytest's exit statuses that deserve a sentence in the summary.
+PYTEST_EXIT = {
+    2: "interrupted or a usage error",
+    3: "internal error",
+    4: "command line usage error",
+    5: "no test was selected: a marker or path that selects nothing",
+}
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument(
+        "--stage",
+        nargs=2,
+        action="append",
+        metavar=("NAME", "COMMAND"),
+        default=[],
+        help="a stage: its name and its shell command (repeat; stages run in the order given)",
+    )
+    p.add_argument("--json", metavar="PATH", help="write every stage's status and seconds to this JSON file")
+    p.add_argument(
+        "--only",
+        metavar="NAMES",
+        help="comma-separated stage names to run (the others are listed as not run); default: all",
+    )
+    p.add_argument("--report", metavar="PATH", help="print the stage times saved in PATH by an earlier run, and exit")
+    args = p.parse_args(argv)
+    if args.report is None and not args.stage:
+        p.error("give at least one --stage NAME COMMAND (or --report PATH)")
+    names = [name for name, _ in args.stage]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        p.error(f"--stage: each name must be unique, got {', '.join(duplicates)} more than once")
+    if args.only is not None:
+        only = [n.strip() for n in args.only.split(",") if n.strip()]
+        unknown = [n for n in only if n not in names]
+        if unknown:
+            p.error(f"--only: expected stage names among {', '.join(names)}, got {', '.join(unknown)}")
+        args.only = only
+    return args
+
+
+def failure_reason(command, returncode):
+    """A few words on why a stage failed, from its exit status (pytest's statuses are named)."""
+    if returncode < 0:
+        return f"killed by signal {-returncode}"
+    if returncode == 127:
+        return "exit 127: command not found"
+    if "pytest" in command and returncode in PYTEST_EXIT:
+        return f"exit {returncode}: pytest: {PYTEST_EXIT[returncode]}"
+    return f"exit {returncode}"
+
+
+def summary_line(stage):
+    if stage["status"] == "not run":
+        return f"stage {stage['name']}: not run"
+    line = f"stage {stage['name']}: {stage['status']} in {stage['seconds']:.1f} s"
+    if stage["status"] != "passed":
+        line += f" ({stage['reason']})"
+    return line
+
+
+def total_line(stages, seconds):
+    ran = [s for s in stages if s["status"] != "not run"]
+    failed = [s["name"] for s in ran if s["status"] != "passed"]
+    text = f"total: {len(ran)} stages, {len(ran) - len(failed)} passed, {len(failed)} failed"
+    if failed:
+        text += f" ({', '.join(failed)})"
+    return text + f" in {seconds:.1f} s"
+
+
+def banner(text):
+    print(f"\n===== {text} =====", flush=True)
+
+
+def run_stages(stages, only=None, shell="/bin/bash"):
+    """Run every stage (a list of (name, command)) in order; returns one dict per stage.
+
+    Ctrl-C stops the stage running and the ones after it (they are listed as not run).
+    """
+    results = []
+    interrupted = False
+    for name, command in stages:
+        entry = {"name": name, "command": command, "status": "not run", "returncode": None, "seconds": None}
+        results.append(entry)
+        if interrupted or (only is not None and name not in only):
+            continue
+        banner(f"stage {name}: {command}")
+        start = time.monotonic()
+        try:
+            returncode = subprocess.call(command, shell=True, executable=shell if os.path.exists(shell) else None)
+        except KeyboardInterrupt:
+            interrupted = True
+            entry.update(status="interrupted", returncode=130, seconds=round(time.monotonic() - start, 2))
+            entry["reason"] = "Ctrl-C"
+            continue
+        entry.update(returncode=returncode, seconds=round(time.monotonic() - start, 2))
+        entry["status"] = "passed" if returncode == 0 else "failed"
+        if returncode != 0:
+            entry["reason"] = failure_reason(command, returncode)
+        print(f"----- {summary_line(entry)}", flush=True)
+    return results
+
+
+def write_json(path, results, total_seconds, load_before):
+    data = {
+        "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "total_seconds": round(total_seconds, 2),
+        "host": {
+            "python": platform.python_version(),
+            "machine": platform.machine(),
+            "cpus": os.cpu_count(),
+            "load_average_before": load_before,
+            "load_average_after": _loadavg(),
+        },
+        "stages": results,
+    }
+    directory = os.path.dirname(path)
+    if directory:
+        os.makedirs(directory, exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(data, f, indent=1)
+        f.write("\n")
+
+
+def _loadavg():
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):  # not on every platform
+        return None
+
+
+def report(path):
+    """Print the stage times saved by an earlier run (exit status 0: a report, not a verdict)."""
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        print(f"--report: no file {path}; `make test` (scripts/run_stages.py --json {path}) writes it", file=sys.stderr)
+        return 2
+    stages = data["stages"]
+    host = data.get("host", {})
+    load = host.get("load_average_before")
+    print(
+        f"stage times from {path} (finished {data.get('finished', '?')}, {host.get('cpus', '?')} CPUs, "
+        f"load average before {load if load is not None else '?'}):"
+    )
+    width = max(len(s["name"]) for s in stages)
+    for s in stages:
+        seconds = "" if s["seconds"] is None else f"{s['seconds']:9.1f} s"
+        print(f"  {s['name']:<{width}}  {s['status']:<11}{seconds}")
+    print(total_line(stages, data["total_seconds"]))
+    return 0
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.report is not None:
+        return report(args.report)
+    load_before = _loadavg()
+    start = time.monotonic()
+    results = run_stages(args.stage, only=args.only)
+    total = time.monotonic() - start
+    banner("summary")
+    for entry in results:
+        print(summary_line(entry))
+    print(total_line(results, total), flush=True)
+    if args.json:
+        write_json(args.json, results, total, load_before)
+    if any(e["status"] == "interrupted" for e in results):
+        return 130
+    return 1 if any(e["status"] == "failed" for e in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
