@@ -345,7 +345,10 @@ NOTEBOOK_STATE_JS = r"""
       wrapped.push(`table wider than its output (${t.scrollWidth} px in ${area.clientWidth} px): ${t.innerText.slice(0, 100)}`);
     }
   });
-  return {cells: cells.length, unrun, errors, wrapped};
+  // Outputs of experiments.run that loaded a shipped model (ATTNLAB_USE_SHIPPED=1 reached the kernel).
+  const shipped = [...document.querySelectorAll('.jp-Notebook .jp-OutputArea-output')]
+    .filter(o => (o.textContent || '').includes('ATTNLAB_USE_SHIPPED=1: loaded the shipped')).length;
+  return {cells: cells.length, unrun, errors, wrapped, shipped};
 }
 """
 
@@ -503,7 +506,8 @@ def saved_widget_problems(page, expected: int, *, timeout_ms: int = 30_000) -> l
 
 
 def notebook_state(page) -> dict:
-    """``cells`` (code cells), ``unrun`` (code cells without an execution count), ``errors`` (tracebacks shown)."""
+    """``cells`` (code cells), ``unrun`` (code cells without an execution count), ``errors`` (tracebacks shown),
+    ``wrapped`` (tables too wide), ``shipped`` (outputs that say a shipped model was loaded, not trained)."""
     return page.evaluate(NOTEBOOK_STATE_JS)
 
 

@@ -1,12 +1,16 @@
 """The lessons in JupyterLab, in headless Chromium: every widget renders and moves, and lesson 00 runs
 end to end as a learner runs it (open, Run menu -> Run All Cells, wait for idle).
 
-The training lessons run with ``ATTNLAB_USE_SHIPPED=1`` (lesson 00 explains it): ``experiments.run``
-loads the shipped model instead of training it (lesson 03 skips its three 200-step live runs, of which
-no model is shipped), so no lesson trains in the browser.
+The lessons run with ``ATTNLAB_USE_SHIPPED=1`` (lesson 00 explains it): ``experiments.run`` loads the
+shipped model instead of training it (lesson 03 skips its three 200-step live runs, of which no model
+is shipped); each lesson that calls it must show that it loaded. What still trains in the browser
+(nbval trains it too): the tiny models that lessons 05 and 06 train in their own cells, and lesson
+09's transcriber and HANs (cells tagged ``slow``), of which no model is shipped.
 """
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -16,7 +20,7 @@ if SKIP_REASON:
     pytest.skip(SKIP_REASON, allow_module_level=True)
 
 from .conftest import HEAD_START  # noqa: E402
-from .lab import notebook_state, widget_locator, widget_outputs  # noqa: E402
+from .lab import REPO, notebook_state, widget_locator, widget_outputs  # noqa: E402
 from .widgets import ARTIFACTS, EXPECTED, drive  # noqa: E402
 
 # pytest-playwright 0.10's base_url fixture trips a pytest 9 deprecation warning; not ours to fix.
@@ -26,6 +30,16 @@ pytestmark = pytest.mark.filterwarnings("ignore:Session-scoped fixtures defined 
 WIDGET_LESSONS = sorted((name for name, specs in EXPECTED.items() if specs), key=lambda n: (n in HEAD_START, n))
 
 
+def _shipped_runs(lesson: str) -> int:
+    """How many of the lesson's code cells call ``experiments.run`` (cells tagged ``slow`` left out: lesson 03's
+    one trains only without ``ATTNLAB_USE_SHIPPED``); under the variable each one loads a shipped model."""
+    cells = json.loads((REPO / "notebooks" / lesson).read_text())["cells"]
+    return sum(
+        c["cell_type"] == "code" and "slow" not in c["metadata"].get("tags", []) and "experiments.run(" in "".join(c["source"])
+        for c in cells
+    )
+
+
 def _check_run(page, recorder, lesson: str) -> None:
     if recorder.console_errors:  # shown when the test fails; only the widget manager's fail it
         print(f"{lesson}: browser console errors:", *recorder.console_errors, sep="\n  ")
@@ -33,6 +47,11 @@ def _check_run(page, recorder, lesson: str) -> None:
     assert not state["errors"], f"{lesson}: error output after Run All:\n" + "\n---\n".join(state["errors"])
     assert state["unrun"] == 0, f"{lesson}: {state['unrun']} of {state['cells']} code cells did not run"
     assert not state["wrapped"], f"{lesson}: outputs too wide for a 1280 px window:\n" + "\n".join(state["wrapped"])
+    # The kernel got ATTNLAB_USE_SHIPPED=1 from the server: every experiments.run loaded, none trained.
+    assert state["shipped"] >= _shipped_runs(lesson), (
+        f"{lesson}: {_shipped_runs(lesson)} cells call experiments.run, {state['shipped']} outputs say that a "
+        "shipped model was loaded (ATTNLAB_USE_SHIPPED=1 did not reach the kernel?)"
+    )
 
 
 @pytest.mark.parametrize("lesson", ["00_welcome.ipynb"])
@@ -138,3 +157,24 @@ def test_the_harness_sees_saved_widgets_that_do_not_show(page):
     page.evaluate(f"() => document.getElementById('pic').src = '{png}'")
     assert saved_widget_problems(page, 1, timeout_ms=2_000) == []
 
+
+
+SHIPPED_PAGE = """
+<div class="jp-Notebook">
+ <div class="jp-Cell jp-CodeCell"><div class="jp-InputPrompt">[1]:</div><div class="jp-Cell-outputArea">
+  <div class="jp-OutputArea-child"><div class="jp-OutputArea-output"><pre>ATTNLAB_USE_SHIPPED=1: loaded the shipped
+ 'bahdanau' (9000 steps), not trained</pre></div></div></div></div>
+ <div class="jp-Cell jp-CodeCell"><div class="jp-InputPrompt">[2]:</div><div class="jp-Cell-outputArea">
+  <div class="jp-OutputArea-child"><div class="jp-OutputArea-output"><pre>training bahdanau (cpu profile) for 9000 steps
+ ATTNLAB_USE_SHIPPED=1 would have loaded it</pre></div></div></div></div>
+</div>
+"""
+
+
+def test_the_harness_counts_the_runs_that_loaded_a_shipped_model(page):
+    """The ATTNLAB_USE_SHIPPED check can fail: only an output that says a shipped model was loaded counts,
+    and the lessons' experiments.run cells are counted without lesson 03's slow one."""
+    page.set_content(SHIPPED_PAGE)
+    state = notebook_state(page)
+    assert (state["cells"], state["unrun"], state["shipped"]) == (2, 0, 1)
+    assert [_shipped_runs(n) for n in ("02_bahdanau_attention.ipynb", "03_luong_attention.ipynb")] == [1, 0]
