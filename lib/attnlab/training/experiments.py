@@ -36,7 +36,7 @@ from pathlib import Path
 
 import torch
 
-from attnlab.core.checks import check_choice, check_positive_int
+from attnlab.core.checks import check_choice, check_int, check_positive_int
 from attnlab.core.profiles import get_device, get_profile, num_threads, train_threads
 from attnlab.data import realcorpus
 from attnlab.data.corpus import BUCKET_NAMES, TARGETS, Splits, corpus_version, load_splits
@@ -472,6 +472,20 @@ class RunPlan:
     fit: Callable = fit_budget
     cbs: tuple = ()
     rate: str = "tokens_per_second"
+
+
+def check_one_process_run(what: str, *, seed, steps) -> None:
+    """The argument checks of a run whose models train on one process (multi-source, vision).
+
+    Raises:
+        TypeError: ``seed`` or ``steps`` is not an int.
+        ValueError: ``steps`` < 1, or a distributed launch (the message names ``what``).
+    """
+    check_int("seed", seed)
+    if steps is not None:
+        check_positive_int("steps", steps)
+    if world_size() > 1:
+        raise ValueError(f"{what} train on one process; launch without a distributed launcher")
 
 
 def capped_budget(exp: Experiment) -> tuple[Experiment, dict]:

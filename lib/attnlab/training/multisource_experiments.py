@@ -10,7 +10,6 @@ from dataclasses import dataclass
 import torch
 
 from attnlab.core.checks import (
-    check_int,
     check_positive_int,
 )
 from attnlab.core.profiles import get_profile
@@ -25,7 +24,6 @@ from attnlab.training.experiments import (
     record_run,
     use_shipped,
 )
-from attnlab.training.train import world_size
 
 
 @dataclass(frozen=True)
@@ -140,11 +138,7 @@ def run(
     """
     exp = preset(name, profile)
     profile = profile or get_profile()
-    check_int("seed", seed)
-    if steps is not None:
-        check_positive_int("steps", steps)
-    if world_size() > 1:
-        raise ValueError("the multi-source models train on one process; launch without a distributed launcher")
+    experiments.check_one_process_run("the multi-source models", seed=seed, steps=steps)
     if data is not None and not isinstance(data, TripleSplits):
         raise TypeError(f"data must be TripleSplits (attnlab.data.corpus.triples), got {type(data).__name__}")
     if use_shipped() and steps is None and seed == 0 and not ship and data is None:

@@ -75,7 +75,6 @@ from attnlab.training.experiments import RunPlan, capped_budget, record_run, use
 from attnlab.training.train import (
     TrainStats,
     fit_budget,
-    world_size,
 )
 
 __all__ = [
@@ -512,12 +511,7 @@ def run(
     """
     exp = preset(name, profile)
     profile = profile or get_profile()
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__} {seed!r}")
-    if steps is not None:
-        check_positive_int("steps", steps)
-    if world_size() > 1:
-        raise ValueError("lesson-9 models train on one process; launch without a distributed launcher")
+    experiments.check_one_process_run("lesson-9 models", seed=seed, steps=steps)
     if use_shipped() and steps is None and seed == 0 and not ship and data is None:
         return experiments.load_shipped_run(name, load_trained, "run scripts/lesson09_experiments.py")
     exp, capped = capped_budget(exp.with_budget(steps))
