@@ -67,12 +67,6 @@ def exact_match(hyps: Sequence, refs: Sequence) -> float:
     return float(np.mean([_join(h) == _join(r) for h, r in zip(hyps, refs, strict=True)]))
 
 
-def _batches(n: int, lengths: Sequence[int], bs: int):
-    order = sorted(range(n), key=lambda i: lengths[i])  # similar lengths together: less padding
-    for i in range(0, n, bs):
-        yield order[i : i + bs]
-
-
 def _argmax_links(attns: Sequence[np.ndarray], pairs: Sequence[Pair]):
     """Per pair its ``(T,)`` argmax source positions, after checking the gold and the shapes."""
     if len(attns) != len(pairs):

@@ -64,7 +64,7 @@ files on demand; the loader keeps only the sentence lengths and one shuffled ind
 fastai ``SortedDL``'s bucketing (shuffle, sort pools of ``50 * bs`` by length, shuffle the
 batches, longest batch first) with numpy doing the work and the order fixed by ``(seed, epoch)``.
 
-Scoring: :meth:`RealCorpus.evaluate` translates the held-out English, detokenizes with
+Scoring: :func:`attnlab.training.evaluate.evaluate_real` translates the held-out English, detokenizes with
 SentencePiece and scores against the normalised French with sacrebleu's default ``13a``
 tokenization: standard, comparable BLEU (and chrF), unlike the course's BLEU on its own tokens.
 

@@ -57,7 +57,6 @@ from torch.utils._pytree import tree_map
 from attnlab.core.checks import check_positive_int, check_token_ids, eval_mode
 from attnlab.data.corpus.splits import Pair
 from attnlab.data.loaders import collate, encode_pairs
-from attnlab.data.metrics import _batches
 from attnlab.data.vocab import BOS, EOS, PAD, Vocab
 
 __all__ = ["Decoded", "BeamStep", "beam_steps", "greedy_decode", "beam_search", "sequence_logprob"]
@@ -263,8 +262,16 @@ def sequence_logprob(model, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: to
         return picked.masked_fill(tgt_out == PAD, 0.0).sum(1)  # (B,)
 
 
-def _device_of(model) -> torch.device:
+def device_of(model) -> torch.device:
+    """The device of ``model``'s (first) parameters."""
     return next(model.parameters()).device
+
+
+def length_batches(n: int, lengths: Sequence[int], bs: int):
+    """Indices ``0 .. n-1`` in batches of ``bs``, sorted by ``lengths`` (similar lengths together: less padding)."""
+    order = sorted(range(n), key=lambda i: lengths[i])
+    for i in range(0, n, bs):
+        yield order[i : i + bs]
 
 
 @torch.no_grad()
@@ -292,12 +299,12 @@ def translate(
         ``(hypotheses, attentions, seconds)``: token lists, per sentence a ``(T', S)`` array of
         attention weights (``None`` without attention; ``S`` counts the ``<eos>``), wall time.
     """
-    device = _device_of(model)
+    device = device_of(model)
     ids = [torch.tensor(src_vocab.encode(s, eos=True), dtype=torch.long) for s in sources]
     hyps: list[list[str] | None] = [None] * len(ids)
     attns: list[np.ndarray | None] = [None] * len(ids)
     start = time.perf_counter()
-    for idx in _batches(len(ids), [len(x) for x in ids], bs):
+    for idx in length_batches(len(ids), [len(x) for x in ids], bs):
         batch = [ids[i] for i in idx]
         src = torch.nn.utils.rnn.pad_sequence(batch, batch_first=True, padding_value=PAD).to(device)  # (B, S)
         limit = max_len or 2 * src.size(1) + 10
@@ -322,11 +329,11 @@ def forced_attention(model, pairs: Sequence[Pair], src_vocab: Vocab, tgt_vocab: 
         list of ``(T, S)`` arrays: ``T`` = target tokens (no ``<eos>``), ``S`` = source tokens
         (no ``<eos>``), in the order of ``pairs``.
     """
-    device = _device_of(model)
+    device = device_of(model)
     items = encode_pairs(pairs, src_vocab, tgt_vocab)
     out: list[np.ndarray | None] = [None] * len(items)
     with eval_mode(model):
-        for idx in _batches(len(items), [len(it[0]) for it in items], bs):
+        for idx in length_batches(len(items), [len(it[0]) for it in items], bs):
             src, tgt_in, _ = collate([items[i] for i in idx])
             _, attn = model(src.to(device), tgt_in.to(device), return_attention=True)
             if attn is None:

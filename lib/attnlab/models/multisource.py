@@ -86,7 +86,6 @@ from attnlab.data.corpus.splits import Pair
 from attnlab.data.corpus.triples import CORPUS_VERSION, LANG_NAMES, LANGS, Triple, TripleSplits
 from attnlab.data.loaders import collate, encode_pairs
 from attnlab.data.metrics import (
-    _batches,
     alignment_agreement,
     alignment_error_rate,
     corpus_bleu,
@@ -94,7 +93,7 @@ from attnlab.data.metrics import (
     exact_match,
 )
 from attnlab.data.vocab import EOS, PAD, Vocab
-from attnlab.models.decoding import beam_search
+from attnlab.models.decoding import beam_search, length_batches
 from attnlab.models.rnn import RNNConfig, Seq2SeqRNN, StatesEncoderDecoder, encode_tokens, states_decoder_config
 
 __all__ = [
@@ -396,7 +395,7 @@ def _check_model(model) -> None:
 
 def _batches_of(items, bs: int):
     """Length-sorted index batches (evaluate's) and their collated tensors."""
-    for idx in _batches(len(items), [it[0].size(1) for it in items], bs):
+    for idx in length_batches(len(items), [it[0].size(1) for it in items], bs):
         yield idx, collate([items[i] for i in idx])
 
 

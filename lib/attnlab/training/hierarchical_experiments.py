@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from attnlab.core.checks import (
-    check_int,
-    check_positive_int,
-)
+from attnlab.core.checks import check_int, check_positive_int
 from attnlab.data.corpus.documents import (
     DocumentSplits,
     document_vocab,

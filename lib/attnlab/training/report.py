@@ -47,7 +47,8 @@ def load_all_results() -> dict[str, dict]:
     return {n: found[n] for n in sorted(found, key=key.__getitem__)}
 
 
-def _fmt(value, spec: str) -> str:
+def format_cell(value, spec: str) -> str:
+    """``value`` formatted with ``spec``, or an en dash for a missing value (None)."""
     return "–" if value is None else format(value, spec)
 
 
@@ -68,17 +69,17 @@ def _table(rows: dict[str, dict]) -> str:
         bb = r.get("by_bucket", {})
         cells = [
             f"`{name}`",
-            _fmt(r.get("bleu"), ".1f"),
-            *([_fmt(r.get("chrf"), ".1f")] if chrf else []),
-            _fmt(r.get("exact_match"), ".3f"),
-            *(_fmt(bb.get(b, {}).get("bleu"), ".1f") for b in BUCKET_NAMES),
-            _fmt(bb.get("31-40", {}).get("exact_match"), ".3f"),
-            _fmt(r.get("align_content"), ".3f"),
-            *([_fmt(r.get("aer"), ".3f")] if aer else []),
+            format_cell(r.get("bleu"), ".1f"),
+            *([format_cell(r.get("chrf"), ".1f")] if chrf else []),
+            format_cell(r.get("exact_match"), ".3f"),
+            *(format_cell(bb.get(b, {}).get("bleu"), ".1f") for b in BUCKET_NAMES),
+            format_cell(bb.get("31-40", {}).get("exact_match"), ".3f"),
+            format_cell(r.get("align_content"), ".3f"),
+            *([format_cell(r.get("aer"), ".3f")] if aer else []),
             f"{r.get('params', 0):,}",
-            _fmt(r.get("train_seconds"), ".0f"),
-            _fmt(r.get("train_steps"), ","),
-            _fmt(r.get("tokens_per_second"), ".0f"),
+            format_cell(r.get("train_seconds"), ".0f"),
+            format_cell(r.get("train_steps"), ","),
+            format_cell(r.get("tokens_per_second"), ".0f"),
             r.get("profile", "?"),
         ]
         lines.append("| " + " | ".join(cells) + " |")

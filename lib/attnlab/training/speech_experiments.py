@@ -43,7 +43,6 @@ def train_transcriber(
     Returns:
         ``(model, stats)``: the trained model in eval mode and :class:`attnlab.training.train.TrainStats`.
     """
-
     steps = check_positive_int("steps", steps)
     seed = check_int("seed", seed)
     splits = make_signal_splits(seed=seed) if splits is None else splits

@@ -67,7 +67,7 @@ from attnlab.data.corpus import scenes as sc
 from attnlab.data.loaders import SeededSortedDL
 from attnlab.data.metrics import corpus_bleu, exact_match
 from attnlab.data.vocab import PAD
-from attnlab.models.decoding import greedy_decode
+from attnlab.models.decoding import device_of, greedy_decode
 from attnlab.models.vision import ViT, attention_rollout, doubly_stochastic_loss
 from attnlab.training import experiments
 from attnlab.training import families as models
@@ -689,10 +689,6 @@ def region_scores(
 # --------------------------------------------------------------------------------------------
 
 
-def _device_of(model: nn.Module) -> torch.device:
-    return next(model.parameters()).device
-
-
 def _scenes(scenes, name="scenes") -> list[sc.Scene]:
     out = list(scenes)
     if not out:
@@ -724,7 +720,7 @@ def caption_images(model, images: torch.Tensor, *, bs: int = _EVAL_BS, max_len: 
     bs = check_positive_int("bs", bs)
     limit = 16 if max_len is None else check_positive_int("max_len", max_len)
     vocab = sc.caption_vocab()
-    device = _device_of(model)
+    device = device_of(model)
     out: list[list[str]] = []
     with eval_mode(model):
         for i in range(0, len(images), bs):
@@ -807,7 +803,7 @@ def forced_caption_attention(model, scenes: Sequence[sc.Scene], *, bs: int = _EV
     grid = model.config.grid
     images = sc.images_tensor(scenes)  # (N, C, H, W)
     tgt_in, _ = sc.encode_captions(scenes)  # (N, T)
-    device = _device_of(model)
+    device = device_of(model)
     parts = []
     with eval_mode(model):
         for i in range(0, len(scenes), bs):
@@ -921,7 +917,7 @@ def classify(model, images: torch.Tensor, *, bs: int = _EVAL_BS, attention: bool
         ``(N,)`` int64 predictions, or ``(predictions, {"class_token": (N, G), "rollout": (N, G)})``.
     """
     bs = check_positive_int("bs", bs)
-    device = _device_of(model)
+    device = device_of(model)
     preds, parts = [], []
     with eval_mode(model):
         for i in range(0, len(images), bs):

@@ -13,6 +13,7 @@ import pandas as pd
 
 from attnlab.core.checks import check_int
 from attnlab.data.corpus import BUCKET_NAMES
+from attnlab.training.report import format_cell
 
 __all__ = [
     "bucket_table",
@@ -222,10 +223,6 @@ def side_by_side(rows: Mapping[str, tuple], headers: tuple[str, str], *, digits:
     return "\n".join(lines)
 
 
-def _fmt(value, spec: str) -> str:
-    return "–" if value is None else format(value, spec)
-
-
 def course_table(rows: Mapping[str, Mapping]) -> pd.DataFrame:
     """The course's models side by side: overall BLEU, chrF, exact match, AER, BLEU by length, budget, size.
 
@@ -240,12 +237,12 @@ def course_table(rows: Mapping[str, Mapping]) -> pd.DataFrame:
     table = pd.DataFrame(
         {
             label: {
-                "BLEU": _fmt(r["bleu"], ".1f"),
-                "chrF": _fmt(r.get("chrf"), ".1f"),
-                "EM": _fmt(r["exact_match"], ".2f"),
-                "AER": _fmt(r.get("aer"), ".2f"),
-                **{f"BLEU {b}": _fmt(_by_bucket(label, r)[b]["bleu"], ".1f") for b in BUCKET_NAMES},
-                "EM 31-40": _fmt(r["by_bucket"]["31-40"]["exact_match"], ".2f"),
+                "BLEU": format_cell(r["bleu"], ".1f"),
+                "chrF": format_cell(r.get("chrf"), ".1f"),
+                "EM": format_cell(r["exact_match"], ".2f"),
+                "AER": format_cell(r.get("aer"), ".2f"),
+                **{f"BLEU {b}": format_cell(_by_bucket(label, r)[b]["bleu"], ".1f") for b in BUCKET_NAMES},
+                "EM 31-40": format_cell(r["by_bucket"]["31-40"]["exact_match"], ".2f"),
                 "budget": r["budget"] if "budget" in r else f"{r['train_seconds']:.0f} s",  # older files: a time budget
                 "params": f"{r['params']:,}",
             }
