@@ -152,14 +152,12 @@ def greedy_margins(model, sources, src_vocab) -> list[float]:
     ``<eos>``.
     """
     from attnlab.data.vocab import PAD
-    from attnlab.models.decoding import beam_steps
+    from attnlab.models.decoding import beam_steps, length_batches
 
     pad = torch.nn.utils.rnn.pad_sequence
     ids = [torch.tensor(src_vocab.encode(s, eos=True)) for s in sources]
-    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # as evaluate._batches
     margins = [float("inf")] * len(ids)
-    for start in range(0, len(order), BATCH):
-        rows = order[start : start + BATCH]
+    for rows in length_batches(len(ids), [len(x) for x in ids], BATCH):  # the batches translate makes
         src = pad([ids[i] for i in rows], batch_first=True, padding_value=PAD)  # (B, S)
         lead = torch.full((len(rows),), float("inf"), dtype=torch.float64)  # (B,)
         for step in beam_steps(model, src, beam=1, max_len=2 * src.size(1) + 10):
