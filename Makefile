@@ -112,7 +112,7 @@ checkpoints: setup
 	$(PY) -m attnlab.training.experiments $(SHIPPED_MODELS) --pair ko --ship --curve-every 100
 	$(PY) scripts/compare_luong.py --pair fr ko --jobs 2
 	$(PY) scripts/lesson07_experiments.py
-	$(PY) scripts/lesson08_experiments.py
+	$(PY) scripts/lesson12_experiments.py
 	$(PY) scripts/make_shipped_fixture.py
 	$(PY) -m attnlab.training.report --readme
 

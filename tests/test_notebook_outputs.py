@@ -156,7 +156,7 @@ def rules_hit(source, text):
     [
         ("1.5377421379089355\n", "full precision"),  # print(torch.rand(3).sum().item())
         ("max |difference| of the weights: 1.4901161193847656e-08\n", "full precision"),  # lesson 02 before
-        ("a/l=[[1.9125194718600635, 2.9125194718600635]]\n", "full precision"),  # lesson 08, float64 .tolist()
+        ("a/l=[[1.9125194718600635, 2.9125194718600635]]\n", "full precision"),  # lesson 12, float64 .tolist()
         ("torch.float32, mask: max |out - SDPA| 3.6e-07, max |grad - SDPA grad| 1.0e-06\n", "rounding-error magnitude"),
         ("H_kv=4: max |ours - SDPA(enable_gqa)| = 2.4e-07\n", "rounding-error magnitude"),
         ("MATH ran on cpu: max |out - MultiHeadAttention| = 0.0e+00\n", "rounding-error magnitude"),

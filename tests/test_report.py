@@ -28,7 +28,7 @@ def test_every_shipped_checkpoint_has_results():
     translation = {n for n in weights if json.loads((ROOT / "data" / "checkpoints" / f"{n}.json").read_text())["kind"]
                    in ("rnn", "transformer", "agreement")}
     assert translation == set(SHIPPED)  # the README's tables hold every translation model, and only those
-    for name in weights - translation:  # lesson 09's models: the checkpoint keeps the same metrics
+    for name in weights - translation:  # lesson 13's models: the checkpoint keeps the same metrics
         meta = json.loads((ROOT / "data" / "checkpoints" / f"{name}.json").read_text())
         assert meta["metrics"] == every[name] and every[name]["task"], name
 

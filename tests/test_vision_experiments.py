@@ -1,4 +1,4 @@
-"""Lesson 9's training and evaluation library: the attention-on-object metrics on hand-built tensors,
+"""Lesson 13's training and evaluation library: the attention-on-object metrics on hand-built tensors,
 the image loaders, a few-step run through checkpoint and results, the shipped-run switch, bad input."""
 
 import json

@@ -1,4 +1,4 @@
-"""Lesson 9's caption stepper, driven headless: recorded captions, frames, overlay, gold objects, wiring.
+"""Lesson 13's caption stepper, driven headless: recorded captions, frames, overlay, gold objects, wiring.
 
 An untrained tiny captioner is enough to check that the records are greedy decoding's; the gold
 logic is checked on hand-made scenes and attentions, where the right answer is known.

@@ -1,4 +1,4 @@
-"""Headless tests of lesson 8's scale explorer: the pure update function and the widget's wiring."""
+"""Headless tests of lesson 12's scale explorer: the pure update function and the widget's wiring."""
 
 from __future__ import annotations
 

@@ -284,7 +284,7 @@ EXPERIMENTS["transformer"] = {
 }
 
 
-# --- Attention at scale (lesson 08) ---
+# --- Attention at scale (lesson 12) ---
 # The lesson-6 Transformer with one thing changed each; the training settings stay the preset's.
 # Extrapolation: the four position encodings, trained on sources of at most 20 tokens and tested on
 # every bucket up to 40. Grouped-query attention: fewer key/value heads (the cpu preset has H = 4).

@@ -1,4 +1,4 @@
-"""Lesson 09's hierarchical attention trained: :func:`train_han` fits a
+"""Lesson 13's hierarchical attention trained: :func:`train_han` fits a
 :class:`attnlab.models.hierarchical.HAN` with the course's step budget.
 """
 

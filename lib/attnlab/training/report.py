@@ -35,7 +35,7 @@ def _pair(name: str, r: dict) -> str:
 def load_all_results() -> dict[str, dict]:
     """``{name: results}`` of every shipped translation result, in lesson order within each pair (French first).
 
-    Lesson 09's image and classification models (their results carry a ``task``) have tables of
+    Lesson 13's image and classification models (their results carry a ``task``) have tables of
     their own (:func:`attnlab.training.vision_experiments.format_table`) and are left out.
     """
     found = {n: r for n, r in results_io.load_all_results(shipped=True).items() if r.get("task") is None}

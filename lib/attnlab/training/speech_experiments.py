@@ -1,4 +1,4 @@
-"""Lesson 09's speech toy trained: :func:`train_transcriber` fits a
+"""Lesson 13's speech toy trained: :func:`train_transcriber` fits a
 :class:`attnlab.models.speech.Transcriber` with the course's step budget.
 """
 

@@ -1,4 +1,4 @@
-"""Lesson 9's training and evaluation: the captioners, the Vision Transformer and its CNN baseline on
+"""Lesson 13's training and evaluation: the captioners, the Vision Transformer and its CNN baseline on
 generated scenes, each scored against the gold image regions.
 
 Named presets (:data:`VISION_EXPERIMENTS`, one per profile, budgets in optimiser steps):
@@ -164,7 +164,7 @@ class VisionExperiment:
 
     @property
     def seconds(self) -> None:
-        """Lesson 9's models train to step budgets only (the time budget of :func:`record_run` is None)."""
+        """Lesson 13's models train to step budgets only (the time budget of :func:`record_run` is None)."""
         return None
 
     def __post_init__(self):
@@ -513,7 +513,7 @@ def run(
     profile = profile or get_profile()
     experiments.check_one_process_run("lesson-9 models", seed=seed, steps=steps)
     if use_shipped() and steps is None and seed == 0 and not ship and data is None:
-        return experiments.load_shipped_run(name, load_trained, "run scripts/lesson09_experiments.py")
+        return experiments.load_shipped_run(name, load_trained, "run scripts/lesson13_experiments.py")
     exp, capped = capped_budget(exp.with_budget(steps))
     if data is None:
         data = make_data(exp)
@@ -525,7 +525,7 @@ def run(
     if not captioner:
         extra["label_names"] = list(data.train.label_names)
     if produced_by is None:
-        produced_by = "python scripts/lesson09_experiments.py" if ship else "live run"
+        produced_by = "python scripts/lesson13_experiments.py" if ship else "live run"
     plan = RunPlan(
         exp=exp,
         out=name,
@@ -582,7 +582,7 @@ def load_trained(name: str, *, prefer_live: bool = True, device: str | torch.dev
         name,
         expected=lambda meta: SCENES_VERSION,
         data="scenes",
-        hint="run it (attnlab.training.vision_experiments.run) or scripts/lesson09_experiments.py",
+        hint="run it (attnlab.training.vision_experiments.run) or scripts/lesson13_experiments.py",
         family=VISION_EXPERIMENTS[name]["cpu"].family,
         prefer_live=prefer_live,
         device=device,

@@ -12,9 +12,9 @@ positions it translates.
 * :mod:`~attnlab.data.corpus.triples` -- lesson 07's multi-source corpus: each sentence in English, French
   and Korean with both gold link sets (:class:`~attnlab.data.corpus.triples.Triple`);
 * :mod:`~attnlab.data.corpus.tsv` -- a real tab-separated corpus and its tokenisers;
-* :mod:`~attnlab.data.corpus.scenes` -- lesson 09's generated images with captions and gold regions;
-* :mod:`~attnlab.data.corpus.signals` -- lesson 09's tone-burst "speech" with gold frame spans;
-* :mod:`~attnlab.data.corpus.documents` -- lesson 09's documents with a gold evidence sentence.
+* :mod:`~attnlab.data.corpus.scenes` -- lesson 13's generated images with captions and gold regions;
+* :mod:`~attnlab.data.corpus.signals` -- lesson 13's tone-burst "speech" with gold frame spans;
+* :mod:`~attnlab.data.corpus.documents` -- lesson 13's documents with a gold evidence sentence.
 
 Two pairs exist: English→French (``target="fr"``, local reordering: an adjective swaps with its
 noun) and English→Korean (``target="ko"``, verb-final with prenominal relative clauses: the
@@ -73,7 +73,7 @@ _LESSON09 = ("documents", "scenes", "signals")
 
 
 def __getattr__(name: str):
-    # Lesson 09's generators import attnlab.data.vocab, which imports this package: importing them on
+    # Lesson 13's generators import attnlab.data.vocab, which imports this package: importing them on
     # first use (``corpus.scenes``) instead of here keeps ``import attnlab.data.vocab`` free of a cycle.
     if name in _LESSON09:
         import importlib

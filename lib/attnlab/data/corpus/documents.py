@@ -1,6 +1,6 @@
 """Generated "documents" for hierarchical attention, with the gold evidence sentence and words.
 
-The data of lesson 9's hierarchical-attention section (Yang et al. 2016, "Hierarchical Attention
+The data of lesson 13's hierarchical-attention section (Yang et al. 2016, "Hierarchical Attention
 Networks for Document Classification"). A document is 4-6 short sentences of a tiny grammar of
 its own::
 

@@ -1,4 +1,4 @@
-"""Generated scenes of coloured shapes with captions and gold image regions (lesson 9).
+"""Generated scenes of coloured shapes with captions and gold image regions (lesson 13).
 
 The text corpus scores attention over *words* against gold alignments; this module does the same
 for attention over *image regions*. A scene is a small RGB image of one to three shapes, drawn

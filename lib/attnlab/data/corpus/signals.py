@@ -1,6 +1,6 @@
 """A generated 1-D "speech" signal: short words spelled as tone bursts, with gold frame spans.
 
-The toy behind lesson 9's Listen-Attend-Spell-style section (Chan et al. 2016, "Listen, Attend and
+The toy behind lesson 13's Listen-Attend-Spell-style section (Chan et al. 2016, "Listen, Attend and
 Spell"). Each letter of a small alphabet (:data:`ALPHABET`) has its own frequency
 (:data:`FREQUENCIES`); a word is rendered as one sinusoidal burst per letter -- random amplitude,
 phase and a small frequency jitter, a duration of a few frames -- with short silences between

@@ -1,4 +1,4 @@
-"""Lesson 9's widget: pick a test image and step through the caption a captioner writes for it.
+"""Lesson 13's widget: pick a test image and step through the caption a captioner writes for it.
 
 Each step shows the image under that step's attention over the ``grid x grid`` regions (upsampled
 to the pixels), the word produced, and -- when the word is a size, colour or shape -- the outline

@@ -1,4 +1,4 @@
-"""Lesson 8's widget: how much memory attention's scores and the key/value cache take.
+"""Lesson 12's widget: how much memory attention's scores and the key/value cache take.
 
 Three controls, sequence length ``N``, block size and number of key/value heads, go into
 :func:`update_scale_explorer`, a pure function around :func:`attnlab.core.scale.memory_model`. It returns

@@ -1,6 +1,6 @@
-"""Train and ship lesson 9's models, then print their comparison tables.
+"""Train and ship lesson 13's models, then print their comparison tables.
 
-    python scripts/lesson09_experiments.py [NAME ...] [--profile cpu|gpu] [--steps N] [--no-ship]
+    python scripts/lesson13_experiments.py [NAME ...] [--profile cpu|gpu] [--steps N] [--no-ship]
 
 Trains each named preset of :mod:`attnlab.training.vision_experiments` (default: all four, ``captioner``,
 ``captioner_ds``, ``vit_scenes``, ``cnn_scenes``) on one CPU thread -- the course's cpu-profile
@@ -30,7 +30,7 @@ CLASSIFIERS = ("vit_scenes", "cnn_scenes")
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    ap = argparse.ArgumentParser(prog="python scripts/lesson09_experiments.py", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python scripts/lesson13_experiments.py", description=__doc__.split("\n")[0])
     ap.add_argument("names", nargs="*", default=[*CAPTIONERS, *CLASSIFIERS], help="presets (default: all four)")
     ap.add_argument("--profile", choices=("cpu", "gpu"), help="preset sizes (default: the active profile)")
     ap.add_argument("--steps", type=int, help="another step budget than the presets' (not for shipping)")
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     if ship and args.steps is not None:
         ap.error("--steps changes the budget: the shipped files hold the presets' budgets (add --no-ship)")
     torch.set_num_threads(1)
-    produced_by = "python scripts/lesson09_experiments.py " + shlex.join(argv)
+    produced_by = "python scripts/lesson13_experiments.py " + shlex.join(argv)
     for name in args.names:
         exp = vx.preset(name, args.profile)
         print(f"training {name} ({exp.description}), {exp.budget}", flush=True)

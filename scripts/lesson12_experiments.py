@@ -1,8 +1,8 @@
-"""Train and ship the experiments of lesson 08 (attention at scale), English->French, seed 0.
+"""Train and ship the experiments of lesson 12 (attention at scale), English->French, seed 0.
 
 Usage::
 
-    OMP_NUM_THREADS=1 python scripts/lesson08_experiments.py [--only extrapolation|gqa] [--table-only]
+    OMP_NUM_THREADS=1 python scripts/lesson12_experiments.py [--only extrapolation|gqa] [--table-only]
 
 Two groups of presets of :mod:`attnlab.training.experiments`, each the lesson-6 Transformer's cpu preset
 (same sizes, 1,500 steps, seed 0) with one change:
