@@ -336,3 +336,100 @@ def test_seed_spread_rejects_bad_input():
         explain.seed_spread([seed0, [np.ones((3, 3)), seed0[1]]], pairs)
     with pytest.raises(ValueError, match="gold alignments"):
         explain.seed_spread([seed0, seed0], [Pair(("a", "b", "c"), ("x", "y")), pairs[1]])
+
+
+# ----------------------------------------------------------------- lesson 09: permutation test, gradients, ranks
+@pytest.mark.numeric
+def test_transformed_attention_with_the_identity_changes_nothing_and_is_removed():
+    model = tiny_rnn(attention="luong", score="general")
+    src, tgt_in = _batch()
+    with torch.no_grad():
+        logits0 = model(src, tgt_in)
+        with explain.transformed_attention(model, lambda a, t: a):
+            logits1 = model(src, tgt_in)
+        with pytest.raises(RuntimeError, match="inside"), explain.transformed_attention(model, lambda a, t: a):
+            raise RuntimeError("inside")
+    torch.testing.assert_close(logits1, logits0, atol=1e-6, rtol=0)
+    assert "_attend" not in vars(model)
+    with pytest.raises(ValueError, match="plain global soft attention"):
+        with explain.transformed_attention(tiny_rnn(coverage=True), lambda a, t: a):
+            pass
+
+
+@pytest.mark.numeric
+def test_permutation_effect_matches_shuffling_one_step_by_hand():
+    model = tiny_rnn()
+    pair = identity_pair(5)
+    K = 4
+    tvd = explain.permutation_effect(model, pair, SRC_VOCAB, TGT_VOCAB, permutations=K, seed=3)  # (T, K)
+    assert tvd.shape == (5, K) and (tvd >= 0).all() and (tvd <= 1).all() and tvd.max() > 1e-3
+    # the same permutations, one step at a time, through replaced_attention
+    T, S1 = 5, 6
+    perm = torch.argsort(torch.rand(T * K, S1, generator=torch.Generator().manual_seed(3)), dim=-1)  # (T*K, S+1)
+    src, tgt_in, _ = collate(encode_pairs([pair], SRC_VOCAB, TGT_VOCAB))  # (1, S+1), (1, T+1)
+    with torch.no_grad():
+        logits0, attn0 = model(src, tgt_in, return_attention=True)  # (1, T+1, V), (1, T+1, S+1)
+        p0 = torch.softmax(logits0, -1)[0]  # (T+1, V)
+        for t in (0, 2, 4):
+            for k in range(K):
+                a = attn0.clone()
+                a[0, t] = attn0[0, t, perm[t * K + k]]
+                with explain.replaced_attention(model, a.clamp_min(1e-30).log()):
+                    p1 = torch.softmax(model(src, tgt_in), -1)[0]  # (T+1, V)
+                want = 0.5 * (p1[t] - p0[t]).abs().sum()
+                assert abs(float(tvd[t, k]) - float(want)) < 1e-5, (t, k)
+
+
+def test_permutation_effect_rejects_bad_input():
+    with pytest.raises(ValueError, match="permutations"):
+        explain.permutation_effect(tiny_rnn(), identity_pair(3), SRC_VOCAB, TGT_VOCAB, permutations=0)
+    with pytest.raises(ValueError, match="at least 2 words"):
+        explain.permutation_effect(tiny_rnn(), identity_pair(1), SRC_VOCAB, TGT_VOCAB)
+    with pytest.raises(TypeError, match="Seq2SeqRNN"):
+        explain.permutation_effect(tiny_transformer(), identity_pair(3), SRC_VOCAB, TGT_VOCAB)
+
+
+@pytest.mark.numeric
+def test_gradient_importance_is_the_derivative_of_scaling_each_word_embedding():
+    # d/de log p(y_t) at e = 1 when word j's embedding becomes (1 + e) e_j is grad . e_j: a central difference
+    model = tiny_rnn().double()
+    pair = identity_pair(4)
+    g = explain.gradient_importance(model, pair, SRC_VOCAB, TGT_VOCAB, detach_attention=False)  # (T, S)
+    assert g.shape == (4, 4) and (g >= 0).all()
+    src, tgt_in, tgt_out = collate(encode_pairs([pair], SRC_VOCAB, TGT_VOCAB))
+    eps = 1e-5
+
+    def logp(j, scale):
+        hook = model.src_emb.register_forward_hook(lambda m, i, out: out * torch.where(
+            torch.arange(out.shape[1]).view(1, -1, 1) == j, torch.tensor(scale, dtype=out.dtype), 1.0))
+        try:
+            with torch.no_grad():
+                lp = torch.log_softmax(model(src, tgt_in), -1)[0]  # (T+1, V)
+        finally:
+            hook.remove()
+        return lp[torch.arange(4), tgt_out[0, :4]]  # (T,)
+
+    for j in range(4):
+        fd = (logp(j, 1 + eps) - logp(j, 1 - eps)) / (2 * eps)  # (T,)
+        torch.testing.assert_close(g[:, j], fd.abs(), atol=1e-6, rtol=1e-4)
+    cut = explain.gradient_importance(model, pair, SRC_VOCAB, TGT_VOCAB)  # the gradient stops at the weights
+    assert not torch.allclose(cut, g)
+
+
+def test_rank_agreement_and_gold_weight_on_hand_made_maps():
+    pair = Pair(src=("a", "b", "c"), tgt=("x", "y", "z"), align=((0,), (2,), ()), content=(True, True, True))
+    attn = np.array([[0.7, 0.2, 0.1], [0.1, 0.6, 0.3], [0.3, 0.3, 0.4]])  # (T, S)
+    imp = np.array([[3.0, 2.0, 1.0], [1.0, 2.0, 3.0], [0.0, 0.0, 1.0]])  # same order in row 0, reversed top in row 1
+    r = explain.rank_agreement([attn], [imp], [pair])
+    # row 0: tau 1; row 1: pairs (0,1) +, (0,2) +, (1,2) - -> tau 1/3; row 2 has no gold link
+    assert r["tokens"] == 2 and r["kendall_tau"] == pytest.approx((1 + 1 / 3) / 2)
+    assert r["same_top"] == 0.5 and r["attention_top_on_gold"] == 0.5 and r["importance_top_on_gold"] == 1.0
+    assert explain.gold_weight([attn], [pair]) == pytest.approx((0.7 + 0.3) / 2)
+    with pytest.raises(ValueError, match="differ in length"):
+        explain.rank_agreement([attn], [], [pair])
+    with pytest.raises(ValueError, match=r"needs \(T, S\)"):
+        explain.rank_agreement([attn[:2]], [imp], [pair])
+    with pytest.raises(ValueError, match="has shape"):
+        explain.gold_weight([attn[:, :2]], [pair])
+    with pytest.raises(ValueError, match="no content token"):
+        explain.gold_weight([attn], [Pair(src=pair.src, tgt=pair.tgt, align=pair.align, content=(False,) * 3)])

@@ -54,6 +54,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from scipy.stats import kendalltau
 
 from attnlab.core.checks import check_choice, check_float, check_float_tensor, check_int, check_positive_int, eval_mode
 from attnlab.core.masks import masked_softmax
@@ -81,6 +82,11 @@ __all__ = [
     "attention_hook",
     "uniform_attention",
     "leave_one_out_importance",
+    "transformed_attention",
+    "permutation_effect",
+    "gradient_importance",
+    "rank_agreement",
+    "gold_weight",
 ]
 
 
@@ -740,3 +746,218 @@ def leave_one_out_importance(model, pair: Pair, src_vocab, tgt_vocab) -> torch.T
     logp = torch.log_softmax(logits.float(), -1).gather(-1, tgt_out.to(device).unsqueeze(-1)).squeeze(-1)  # (S+1, T+1)
     T = len(pair.tgt)
     return (logp[0] - logp[1:])[:, :T].T.cpu()  # (T, S)
+
+
+# ----------------------------------------------------------------------------------------------
+# Jain & Wallace's permutation test and rank correlations; Koehn & Knowles's peak offsets
+# ----------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def transformed_attention(model, transform) -> Iterator:
+    """Inside the block, the RNN attends with ``transform(attn, t)`` ``(B, S)`` of its own weights at step ``t``.
+
+    The model's scores and softmax run as usual; the context is then the average of the encoder
+    states under the transformed weights, so everything downstream (decoder state, input feeding,
+    output layer) sees them. Used for Jain & Wallace's permutation test (:func:`permutation_effect`)
+    and for cutting the gradient at the attention (:func:`gradient_importance`). Removed when the
+    block ends, also when it raises.
+
+    Raises:
+        TypeError, ValueError: as :func:`check_plain_soft_attention`.
+    """
+    check_plain_soft_attention(model, "transformed_attention")
+    own = Seq2SeqRNN._attend.__get__(model)
+
+    def _hooked(query, memory, t, extras=()):
+        _, attn, rest = own(query, memory, t, extras)  # (B, H), (B, S)
+        new = transform(attn, t)  # (B, S)
+        context = torch.bmm(new.unsqueeze(1), memory["states"]).squeeze(1)  # (B, H)
+        return context, new, rest
+
+    before = vars(model).get("_attend")
+    model._attend = _hooked
+    try:
+        yield model
+    finally:
+        if before is None:
+            del model._attend
+        else:
+            model._attend = before
+
+
+def permutation_effect(
+    model, pair: Pair, src_vocab, tgt_vocab, *, permutations: int = 100, seed: int = 0
+) -> torch.Tensor:
+    """Jain & Wallace's (2019) permutation test for one sentence, one decoding step at a time.
+
+    For every reference token ``y_t`` (teacher forcing) and each of ``permutations`` random
+    permutations ``pi``, the weights of step ``t`` alone are shuffled over the source positions
+    (``<eos>`` included), ``alpha'_t = alpha_t[pi]``, every other step keeps its own, and the change of
+    step ``t``'s output distribution is measured as the total variation distance
+    ``TVD(p_t, p'_t) = 1/2 sum_v |p_t(v) - p'_t(v)|``. Jain & Wallace report the median change per
+    instance; here an instance is a target token.
+
+    Args:
+        model: a :class:`attnlab.models.rnn.Seq2SeqRNN` with plain global soft attention.
+        pair: one sentence pair (at least two source words).
+        src_vocab, tgt_vocab: the model's vocabularies.
+        permutations: permutations per token (Jain & Wallace use 100).
+        seed: seed of the permutations.
+
+    Returns:
+        ``(T, permutations)`` float tensor of TVDs in ``[0, 1]``.
+
+    Raises:
+        TypeError, ValueError: a model :func:`check_plain_soft_attention` refuses; a source of fewer
+            than two words; ``permutations < 1``.
+    """
+    check_plain_soft_attention(model, "permutation_effect")
+    K = check_positive_int("permutations", permutations)
+    if len(pair.src) < 2:
+        raise ValueError(f"permutation_effect needs a source of at least 2 words, got {len(pair.src)}")
+    T, S1 = len(pair.tgt), len(pair.src) + 1
+    src, tgt_in, _ = collate(encode_pairs([pair], src_vocab, tgt_vocab))  # (1, S+1), (1, T+1)
+    device = next(model.parameters()).device
+    gen = torch.Generator().manual_seed(check_int("seed", seed, minimum=0))
+    perm = torch.argsort(torch.rand(T * K, S1, generator=gen), dim=-1).to(device)  # (T*K, S+1)
+    row_step = torch.arange(T, device=device).repeat_interleave(K)  # (T*K,): row r permutes step r // K
+
+    def _permute(attn, t):
+        shuffled = attn.gather(1, perm)  # (T*K, S+1)
+        return torch.where((row_step == t).unsqueeze(1), shuffled, attn)  # (T*K, S+1)
+
+    with eval_mode(model), torch.no_grad():
+        p0 = torch.softmax(model(src.to(device), tgt_in.to(device)).float(), -1)[0, :T]  # (T, V)
+        with transformed_attention(model, _permute):
+            src_r, tgt_r = src.to(device).expand(T * K, -1), tgt_in.to(device).expand(T * K, -1)  # (T*K, *)
+            p1 = torch.softmax(model(src_r, tgt_r).float(), -1)  # (T*K, T+1, V)
+    p1 = p1[torch.arange(T * K, device=device), row_step]  # (T*K, V): each row's own step
+    return total_variation(p1, p0[row_step]).view(T, K).cpu()  # (T, K)
+
+
+def gradient_importance(model, pair: Pair, src_vocab, tgt_vocab, *, detach_attention: bool = True) -> torch.Tensor:
+    """Gradient importance of each source word for each reference token (Jain & Wallace 2019, Algorithm 1).
+
+    ``g[t, j] = |grad_{e_j} log p(y_t | y_<t, x) . e_j|``: the derivative of the log-probability of
+    the reference token with respect to the one-hot input of source word ``j``, taken at the word it
+    holds (which is the gradient with respect to its embedding ``e_j`` dotted with ``e_j``). Jain &
+    Wallace read the gradient of the predicted class; a translation step has a reference token, so
+    its log-probability stands in. Like them (``detach_attention=True``) the gradient does not flow
+    through the attention weights, only through the states they average.
+
+    Args:
+        model: a :class:`attnlab.models.rnn.Seq2SeqRNN` with plain global soft attention and a source
+            embedding.
+        pair: one sentence pair.
+        src_vocab, tgt_vocab: the model's vocabularies.
+        detach_attention: cut the gradient at the attention weights.
+
+    Returns:
+        ``(T, S)`` float tensor (no ``<eos>`` row or column), non-negative.
+
+    Raises:
+        TypeError, ValueError: a model :func:`check_plain_soft_attention` refuses.
+    """
+    check_plain_soft_attention(model, "gradient_importance")
+    if not isinstance(detach_attention, bool):
+        raise TypeError(f"detach_attention must be a bool, got {type(detach_attention).__name__}")
+    T, S = len(pair.tgt), len(pair.src)
+    src, tgt_in, tgt_out = collate(encode_pairs([pair], src_vocab, tgt_vocab))  # (1, S+1), (1, T+1)
+    device = next(model.parameters()).device
+    src, tgt_in, tgt_out = (x.to(device).expand(T, -1) for x in (src, tgt_in, tgt_out))  # (T, *): row t scores y_t
+    captured: list[torch.Tensor] = []
+    handle = model.src_emb.register_forward_hook(lambda mod, inp, out: captured.append(out))
+    cut = contextlib.nullcontext() if not detach_attention else transformed_attention(model, lambda a, t: a.detach())
+    try:
+        with eval_mode(model), torch.enable_grad(), cut:
+            logp = torch.log_softmax(model(src, tgt_in).float(), -1)  # (T, T+1, V)
+            rows = torch.arange(T, device=device)
+            picked = logp[rows, rows, tgt_out[rows, rows]]  # (T,): row t's log p(y_t)
+            (grad,) = torch.autograd.grad(picked.sum(), [captured[0]])  # (T, S+1, E)
+    finally:
+        handle.remove()
+    return (grad * captured[0].detach()).sum(-1).abs()[:, :S].cpu()  # (T, S)
+
+
+def rank_agreement(attns: Sequence[np.ndarray], importances: Sequence[np.ndarray], pairs: Sequence[Pair]) -> dict:
+    """How an attention row ranks the source words against an importance row, per content token with a gold link.
+
+    Jain & Wallace (2019) report Kendall's tau between attention and gradient or leave-one-out
+    importance (``scipy.stats.kendalltau``, tau-b: ties counted as ties); a token whose importance
+    row is constant has no tau and is left out of ``kendall_tau``.
+
+    Args:
+        attns: per pair a ``(T, S)`` array of attention weights.
+        importances: per pair a ``(T, S)`` array of importance (larger = more important).
+        pairs: the pairs, with gold links and content flags.
+
+    Returns:
+        ``{"tokens", "kendall_tau" (mean), "tau_sd", "significant" (share with p < 0.05, of the tokens
+        with a tau), "same_top" (the two argmaxes coincide), "attention_top_on_gold",
+        "importance_top_on_gold"}``.
+
+    Raises:
+        ValueError: lists of different lengths, maps of the wrong shape, pairs without gold links.
+    """
+    _check_pairs(pairs, "rank_agreement")
+    if not (len(attns) == len(importances) == len(pairs)):
+        lengths = (len(attns), len(importances), len(pairs))
+        raise ValueError(f"attns, importances and pairs differ in length: {lengths}")
+    taus, ps, same, a_gold, i_gold = [], [], [], [], []
+    for k, (a, imp, pair) in enumerate(zip(attns, importances, pairs, strict=True)):
+        a, imp = np.asarray(a, dtype=np.float64), np.asarray(imp, dtype=np.float64)
+        want = (len(pair.tgt), len(pair.src))
+        if a.shape != want or imp.shape != want:
+            raise ValueError(f"pairs[{k}] needs (T, S) = {want} maps, got {a.shape} and {imp.shape}")
+        if pair.align is None or pair.content is None:
+            raise ValueError(f"pairs[{k}] has no gold links or content flags")
+        for t, (links, is_content) in enumerate(zip(pair.align, pair.content, strict=True)):
+            if not (is_content and links):
+                continue
+            top_a, top_i = int(a[t].argmax()), int(imp[t].argmax())
+            same.append(top_a == top_i)
+            a_gold.append(top_a in links)
+            i_gold.append(top_i in links)
+            if np.ptp(imp[t]) > 0 and np.ptp(a[t]) > 0:
+                res = kendalltau(a[t], imp[t])
+                taus.append(float(res.statistic))
+                ps.append(float(res.pvalue))
+    return {
+        "tokens": len(same),
+        "kendall_tau": float(np.mean(taus)) if taus else float("nan"),
+        "tau_sd": float(np.std(taus, ddof=1)) if len(taus) > 1 else float("nan"),
+        "significant": float(np.mean(np.asarray(ps) < 0.05)) if ps else float("nan"),
+        "same_top": float(np.mean(same)) if same else float("nan"),
+        "attention_top_on_gold": float(np.mean(a_gold)) if a_gold else float("nan"),
+        "importance_top_on_gold": float(np.mean(i_gold)) if i_gold else float("nan"),
+    }
+
+
+def gold_weight(attns: Sequence[np.ndarray], pairs: Sequence[Pair]) -> float:
+    """Mean attention weight on the sure gold links, over the content tokens that have one.
+
+    Koehn & Knowles (2017) call NMT attention *blurred*: weight spread beyond the aligned word. One
+    minus this figure is the weight that went elsewhere. (Where the peak lands, on gold or one
+    position off, is :func:`attnlab.course.lessons.peak_offsets`.)
+
+    Raises:
+        ValueError: lists of different lengths, maps of the wrong shape, pairs without gold links,
+            or no content token with a gold link.
+    """
+    _check_pairs(pairs, "gold_weight")
+    if len(attns) != len(pairs):
+        raise ValueError(f"attns holds {len(attns)} maps but {len(pairs)} pairs were given")
+    mass = []
+    for k, (a, pair) in enumerate(zip(attns, pairs, strict=True)):
+        a = np.asarray(a, dtype=np.float64)
+        want = (len(pair.tgt), len(pair.src))
+        if a.shape != want:
+            raise ValueError(f"attns[{k}] has shape {a.shape}, pairs[{k}] needs (T, S) = {want}")
+        if pair.align is None or pair.content is None:
+            raise ValueError(f"pairs[{k}] has no gold links or content flags")
+        mass += [float(a[t, list(links)].sum()) for t, (links, c) in enumerate(zip(pair.align, pair.content,
+                                                                                  strict=True)) if c and links]
+    if not mass:
+        raise ValueError("no content token with a gold link in pairs")
+    return float(np.mean(mass))
