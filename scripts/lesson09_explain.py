@@ -72,6 +72,8 @@ SHIFT_MODELS = [
     ("transformer_seed1", "fr"),
     ("transformer_seed2", "fr"),
     ("transformer_ko", "ko"),
+    ("transformer_seed1_ko", "ko"),
+    ("transformer_seed2_ko", "ko"),
     ("transformer_dec4", "fr"),  # four decoder layers (--deep-decoder), one seed
 ]
 DEEP_DECODER = {"num_decoder_layers": 4}
