@@ -13,7 +13,8 @@ Named presets (:data:`VISION_EXPERIMENTS`, one per profile, budgets in optimiser
 * ``captioner_xu_nods`` -- the same objective and gate without the penalty;
 * ``vit_scenes`` -- a small Vision Transformer (Dosovitskiy et al. 2021) naming the colour of the one
   circle among one or two other shapes (``task="circle_colour"``);
-* ``cnn_scenes`` -- the CNN baseline on the same task and data.
+* ``cnn_scenes`` -- the CNN baseline on the same task and data;
+* ``vit_scenes_1500``, ``cnn_scenes_1500`` -- both on 1,500 training images instead of 6,000.
 
 :func:`run` trains one (through the fastai toolkit of :mod:`attnlab.training.train`), evaluates it on its
 test split and writes the checkpoint and results in the foundation's format
@@ -295,6 +296,23 @@ _add(
     "CNN (3 strided convolutions, mean of the regions), colour of the circle",
     dict(model=dict(width=32, grid=6), **_CLASSIFY_CPU),
     dict(model=dict(width=64, grid=6), **_CLASSIFY_GPU),
+)
+
+# The same two models on a quarter of the training images (1,500): how much the ViT's gap to the CNN grows.
+_SMALL = dict(n_train=1500)
+_add(
+    "vit_scenes_1500",
+    "vit",
+    "Vision Transformer (8x8 patches, pre-LN), colour of the circle, 1,500 training images",
+    dict(model=_VIT_CPU, **{**_CLASSIFY_CPU, **_SMALL}),
+    dict(model=_VIT_GPU, **{**_CLASSIFY_GPU, **_SMALL}),
+)
+_add(
+    "cnn_scenes_1500",
+    "cnn",
+    "CNN (3 strided convolutions, mean of the regions), colour of the circle, 1,500 training images",
+    dict(model=dict(width=32, grid=6), **{**_CLASSIFY_CPU, **_SMALL}),
+    dict(model=dict(width=64, grid=6), **{**_CLASSIFY_GPU, **_SMALL}),
 )
 
 
