@@ -96,6 +96,9 @@ def test_vit_attention_maps_read_the_class_token_row_over_the_patches():
     # head mean: (0.25, 0.25, 0, 0.5) -> patches (0.25, 0, 0.5) renormalised
     torch.testing.assert_close(maps["class_token"], torch.tensor([[1 / 3, 0.0, 2 / 3]]))
     torch.testing.assert_close(maps["rollout"].sum(-1), torch.ones(1))
+    # the cut drops the class token's weight on itself: 0.25 in the last layer's head mean
+    torch.testing.assert_close(maps["class_token_self"], torch.tensor([0.25]))
+    assert 0 < float(maps["rollout_self"]) < 1
 
 
 def test_coverage_penalty_by_hand():
@@ -276,11 +279,11 @@ def test_a_checkpoint_of_older_scenes_or_another_model_is_refused(data_dir):
 
 
 def test_bad_names_and_arguments_give_clear_errors(data_dir):
-    with pytest.raises(KeyError, match="unknown lesson-9 experiment 'nope'; known: .*captioner"):
+    with pytest.raises(KeyError, match="unknown lesson-13 experiment 'nope'; known: .*captioner"):
         vx.preset("nope")
-    with pytest.raises(KeyError, match="unknown lesson-9 experiment 'nope'"):
+    with pytest.raises(KeyError, match="unknown lesson-13 experiment 'nope'"):
         vx.run("nope")
-    with pytest.raises(KeyError, match="unknown lesson-9 experiment 'nope'"):
+    with pytest.raises(KeyError, match="unknown lesson-13 experiment 'nope'"):
         vx.load_trained("nope")
     with pytest.raises(CheckpointError, match="no checkpoint of 'captioner' for the current scenes"):
         vx.load_trained("captioner")

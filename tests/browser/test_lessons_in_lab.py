@@ -4,8 +4,9 @@ end to end as a learner runs it (open, Run menu -> Run All Cells, wait for idle)
 The lessons run with ``ATTNLAB_USE_SHIPPED=1`` (lesson 00 explains it): ``experiments.run`` loads the
 shipped model instead of training it (lesson 03 skips its three 200-step live runs, of which no model
 is shipped); each lesson that calls it must show that it loaded. What still trains in the browser
-(nbval trains it too): the tiny models that lessons 05 and 06 train in their own cells, and lesson
-09's transcriber and HANs (cells tagged ``slow``), of which no model is shipped.
+(nbval trains it too): the tiny models that lessons 05 and 06 train in their own cells. Lesson 13's
+speller and document models load their shipped runs (``speech_experiments.run``,
+``hierarchical_experiments.run``: counted like ``experiments.run``).
 """
 
 from __future__ import annotations

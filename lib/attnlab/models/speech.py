@@ -69,6 +69,7 @@ __all__ = [
     "edit_distance",
     "peak_in_span",
     "monotonicity",
+    "peak_moves",
     "transcribe",
     "evaluate_transcriber",
 ]
@@ -305,6 +306,28 @@ def monotonicity(attn: torch.Tensor, n_letters: int | None = None) -> tuple[int,
     return int(forward), max(n - 1, 0)
 
 
+def peak_moves(attn: torch.Tensor, n_letters: int | None = None) -> tuple[int, int, int]:
+    """How the attention peak moves from each letter to the next: ``(forward, stationary, backward)`` steps.
+
+    :func:`monotonicity` counts a peak that stays where it was as monotonic; a speller that stares
+    at one state for every letter is "monotonic" too, so the three moves are counted apart.
+
+    Args:
+        attn: ``(T, S')`` attention of one utterance.
+        n_letters: rows to look at (default all).
+
+    Returns:
+        ``(forward, stationary, backward)``, summing to ``n - 1`` steps.
+    """
+    attn = _check_attn(attn)
+    n = attn.size(0) if n_letters is None else check_int("n_letters", n_letters, minimum=0)
+    if n > attn.size(0):
+        raise ValueError(f"n_letters={n} but attn has {attn.size(0)} rows")
+    peaks = attn[:n].argmax(-1)  # (n,)
+    step = peaks[1:] - peaks[:-1]  # (n - 1,)
+    return int((step > 0).sum()), int((step == 0).sum()), int((step < 0).sum())
+
+
 def _batches(items: list, bs: int):
     for i in range(0, len(items), bs):
         yield i, collate_signals(items[i : i + bs])
@@ -342,10 +365,12 @@ def evaluate_transcriber(
     fed in (teacher forcing), so that row ``t`` is the step that writes gold letter ``t``.
 
     Returns:
-        ``{"exact_match", "cer", "peak_in_span", "monotonic", "n", "by_bucket"}``: ``cer`` -- total
+        ``{"exact_match", "cer", "peak_in_span", "monotonic", "forward", "stationary", "n", "by_bucket"}``:
+        ``cer`` -- total
         edit distance / total gold letters; ``peak_in_span`` -- share of gold letters whose
         attention peak lies on their own frames; ``monotonic`` -- share of steps (letter to next
-        letter) whose peak does not move backwards; ``by_bucket[word bucket]`` -- exact match,
+        letter) whose peak does not move backwards; ``forward`` / ``stationary`` -- the shares of those
+        steps whose peak moves on / stays put (:func:`peak_moves`); ``by_bucket[word bucket]`` -- exact match,
         cer and peak_in_span per word-length bucket.
     """
     if not isinstance(model, Transcriber):
@@ -358,7 +383,7 @@ def evaluate_transcriber(
     hyps = transcribe(model, utterances, vocab, bs=bs)
     r = model.config.reduction
     device = model.decoder.tgt_emb.weight.device
-    hits, mono = [], [0, 0]
+    hits, mono, moves = [], [0, 0], [0, 0, 0]
     with eval_mode(model):
         for i, (frames, tgt_in, _) in _batches(encode_utterances(utterances, vocab), bs):
             _, attn = model(frames.to(device), tgt_in.to(device), return_attention=True)  # (b, T, S')
@@ -367,6 +392,7 @@ def evaluate_transcriber(
                 m, n = monotonicity(a, len(u.word))
                 mono[0] += m
                 mono[1] += n
+                moves = [x + y for x, y in zip(moves, peak_moves(a, len(u.word)), strict=True)]
 
     def scores(idx):
         errors = sum(edit_distance(hyps[k], utterances[k].word) for k in idx)
@@ -380,6 +406,8 @@ def evaluate_transcriber(
 
     out = scores(range(len(utterances)))
     out["monotonic"] = mono[0] / mono[1] if mono[1] else None
+    out["forward"] = moves[0] / mono[1] if mono[1] else None
+    out["stationary"] = moves[1] / mono[1] if mono[1] else None
     out["n"] = len(utterances)
     buckets = sorted({u.bucket for u in utterances})
     out["by_bucket"] = {b: scores([k for k, u in enumerate(utterances) if u.bucket == b]) for b in buckets}

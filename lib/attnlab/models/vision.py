@@ -10,8 +10,11 @@
   the attention could not tell "left" from "right".
 * :class:`Captioner` -- Show, Attend and Tell (Xu et al. 2015, "Show, Attend and Tell: Neural Image
   Caption Generation with Visual Attention"): the region features are the memory of lesson 2's
-  Bahdanau decoder, the very :class:`attnlab.models.rnn.Seq2SeqRNN` with ``source="states"``; with
-  ``doubly_stochastic = lambda > 0`` training adds the paper's ``lambda * sum_i (1 - sum_t alpha_ti)^2``.
+  Bahdanau decoder, :class:`attnlab.models.rnn.Seq2SeqRNN` with ``source="states"``; with
+  ``doubly_stochastic = lambda > 0`` training adds the paper's ``lambda * sum_i (1 - sum_t alpha_ti)^2``,
+  and ``beta_gate=True`` makes the decoder a :class:`GatedStatesDecoder` -- the same class plus the
+  paper's gating scalar ``beta_t = sigmoid(f_beta(s_{t-1}))`` on the context (its only addition).
+  :func:`caption_nll` is the paper's NLL, summed over each caption and averaged over the images.
 * :class:`ViT` -- Dosovitskiy et al. (2021), "An Image is Worth 16x16 Words: Transformers for Image
   Recognition at Scale": patches -> linear embedding + class token + learned positions -> lesson
   6's pre-LN encoder layers (:class:`attnlab.models.transformer.Encoder`) -> LayerNorm -> a linear head on
@@ -69,6 +72,9 @@ __all__ = [
     "ConvEncoder",
     "PatchEncoder",
     "doubly_stochastic_loss",
+    "caption_nll",
+    "uniform_columns_floor",
+    "GatedStatesDecoder",
     "CaptionerConfig",
     "Captioner",
     "ViTConfig",
@@ -300,6 +306,84 @@ def doubly_stochastic_loss(attn: torch.Tensor, keep: torch.Tensor) -> torch.Tens
     return ((1.0 - total) ** 2).sum(1).mean()
 
 
+def caption_nll(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Xu et al.'s (2015) caption loss: ``-sum_t log p(y_t)`` summed over each caption, averaged over the images.
+
+    The course's translation loss averages over the tokens instead (and smooths the labels), which
+    divides the NLL by the caption length: beside it a penalty of the same ``lambda`` weighs up to
+    ``T`` times more.
+
+    Args:
+        logits: float ``(B, T, V)``.
+        target: ``(B, T)`` token ids, ``PAD`` where nothing is scored.
+
+    Returns:
+        A scalar.
+    """
+    check_float_tensor("logits", logits, dims=3, shape_text="(B, T, V)")
+    check_tensor("target", target, dims=2, shape_text="(B, T)")
+    if target.shape != logits.shape[:2]:
+        raise ValueError(f"target must be (B, T) = {tuple(logits.shape[:2])}, got {tuple(target.shape)}")
+    nll = F.cross_entropy(logits.flatten(0, 1), target.flatten(), ignore_index=PAD, reduction="sum")
+    return nll / target.shape[0]
+
+
+class CaptionNLL:
+    """Picklable fastai loss object of :func:`caption_nll` (``Learner(loss_func=CaptionNLL())``)."""
+
+    def __call__(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return caption_nll(logits, target)
+
+    def __repr__(self) -> str:
+        return "CaptionNLL()"
+
+
+def uniform_columns_floor(lengths: torch.Tensor, regions: int) -> torch.Tensor:
+    """The least doubly stochastic penalty a caption of ``T < S`` steps can reach: ``(S - T)^2 / S``.
+
+    Every row of the attention sums to 1, so the ``S`` column sums add up to ``T``; the sum of
+    ``(1 - c_i)^2`` under that constraint is smallest when every ``c_i = T / S`` (uniform columns),
+    where it is ``S (1 - T/S)^2 = (S - T)^2 / S``. Only ``T <= S`` is accepted (the lesson's captions).
+
+    Args:
+        lengths: ``(N,)`` steps ``T`` per caption (words + ``<eos>``), each at most ``regions``.
+        regions: ``S``.
+
+    Returns:
+        ``(N,)`` float floors.
+    """
+    check_positive_int("regions", regions)
+    check_tensor("lengths", lengths, dims=1, shape_text="(N,)")
+    if (lengths > regions).any() or (lengths < 0).any():
+        raise ValueError(f"lengths must lie in [0, regions={regions}], got {lengths.min()}..{lengths.max()}")
+    return (regions - lengths.double()) ** 2 / regions  # (N,)
+
+
+class GatedStatesDecoder(Seq2SeqRNN):
+    """:class:`attnlab.models.rnn.Seq2SeqRNN` with Xu et al.'s gating scalar on the attention context.
+
+    ``z_t = beta_t sum_i alpha_ti a_i`` with ``beta_t = sigmoid(f_beta(s_{t-1}))``, a linear ``f_beta`` of the
+    previous decoder state (the paper's h_{t-1}); Xu et al. report that it makes the attention weights
+    put more emphasis on the objects. Everything else is the parent's; the last step's gates are kept
+    in ``last_beta`` ``(B, 1)`` for inspection.
+    """
+
+    def __init__(self, config: RNNConfig):
+        super().__init__(config)
+        if config.attention != "bahdanau":
+            raise ValueError(
+                f"the gate reads the previous state: attention must be 'bahdanau', got {config.attention!r}"
+            )
+        self.f_beta = nn.Linear(config.hid_dim, 1)
+        self.last_beta: torch.Tensor | None = None
+
+    def _attend(self, query, memory, t, extras=()):
+        context, attn, extras = super()._attend(query, memory, t, extras)  # (B, H), (B, S)
+        beta = torch.sigmoid(self.f_beta(query))  # (B, 1)
+        self.last_beta = beta.detach()
+        return beta * context, attn, extras
+
+
 @dataclass(frozen=True)
 class CaptionerConfig:
     """Configuration of :class:`Captioner`.
@@ -317,6 +401,7 @@ class CaptionerConfig:
         attn_dim: hidden size of the Bahdanau (concat) score (default ``hid_dim``).
         dropout: dropout of the decoder (embeddings and outputs), in ``[0, 1)``.
         doubly_stochastic: weight ``lambda >= 0`` of :func:`doubly_stochastic_loss` (0 = off).
+        beta_gate: Xu et al.'s gating scalar on the context (:class:`GatedStatesDecoder`).
     """
 
     tgt_vocab_size: int
@@ -330,9 +415,12 @@ class CaptionerConfig:
     attn_dim: int | None = None
     dropout: float = 0.0
     doubly_stochastic: float = 0.0
+    beta_gate: bool = False
 
     def __post_init__(self):
         check_choice("encoder", self.encoder, ENCODERS)
+        if not isinstance(self.beta_gate, bool):
+            raise TypeError(f"beta_gate must be a bool, got {type(self.beta_gate).__name__}")
         for name in ("image_size", "channels", "grid", "width"):
             check_positive_int(name, getattr(self, name))
         if self.image_size % self.grid:
@@ -349,7 +437,8 @@ class Captioner(StatesEncoderDecoder):
     """Show, Attend and Tell: a region encoder and lesson 2's Bahdanau decoder attending over the regions.
 
     ``encoder`` is a :class:`ConvEncoder` or :class:`PatchEncoder` giving ``(B, S, D = hid_dim)``;
-    ``decoder`` is a :class:`attnlab.models.rnn.Seq2SeqRNN` with ``source="states"``, which starts from the
+    ``decoder`` is a :class:`attnlab.models.rnn.Seq2SeqRNN` with ``source="states"`` (with ``beta_gate``, its
+    subclass :class:`GatedStatesDecoder`, which adds only the gate), which starts from the
     mean region (see :meth:`~attnlab.models.rnn.Seq2SeqRNN.memory_from_states`). In training with
     ``doubly_stochastic > 0``, :meth:`forward` leaves ``lambda *`` :func:`doubly_stochastic_loss` in
     ``self.aux_loss`` for :class:`attnlab.training.train.AuxLoss` to add (else ``None``).
@@ -361,7 +450,7 @@ class Captioner(StatesEncoderDecoder):
             raise TypeError(f"config must be a CaptionerConfig, got {type(config).__name__}")
         self.config = c = config
         self.encoder = _region_encoder(c.encoder, c.channels, c.image_size, c.grid, c.width, c.hid_dim)
-        self.decoder = Seq2SeqRNN(c.rnn_config())
+        self.decoder = (GatedStatesDecoder if c.beta_gate else Seq2SeqRNN)(c.rnn_config())
         self.aux_loss: torch.Tensor | None = None
 
     def check_source(self, images) -> None:

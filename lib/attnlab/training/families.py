@@ -6,7 +6,9 @@ with :class:`attnlab.models.rnn.RNNConfig`), ``"transformer"`` (:class:`attnlab.
 ``"captioner"`` (:class:`~attnlab.models.vision.Captioner`), ``"vit"`` (:class:`~attnlab.models.vision.ViT`) and
 ``"cnn"`` (:class:`~attnlab.models.vision.CNNClassifier`); ``"agreement"``
 (:class:`attnlab.models.agreement.AgreementPair`, two RNNs trained in both directions) and ``"multisource"``
-(:class:`attnlab.models.multisource.MultiSourceRNN`). Checkpoints store the family name and the config
+(:class:`attnlab.models.multisource.MultiSourceRNN`); lesson 13's ``"transcriber"``
+(:class:`attnlab.models.speech.Transcriber`) and ``"han"`` (:class:`attnlab.models.hierarchical.HAN`).
+Checkpoints store the family name and the config
 (:mod:`attnlab.training.checkpoint`); named experiments build their models by family
 (:mod:`attnlab.training.experiments`).
 Adding a family means adding one line to :data:`FAMILIES` and nothing anywhere else.
@@ -23,8 +25,10 @@ from dataclasses import dataclass
 from torch import nn
 
 from attnlab.models.agreement import AgreementConfig, AgreementPair
+from attnlab.models.hierarchical import HAN, HANConfig
 from attnlab.models.multisource import MultiSourceConfig, MultiSourceRNN
 from attnlab.models.rnn import RNNConfig, Seq2SeqRNN
+from attnlab.models.speech import Transcriber, TranscriberConfig
 from attnlab.models.transformer import Transformer, TransformerConfig
 from attnlab.models.vision import Captioner, CaptionerConfig, CNNClassifier, CNNConfig, ViT, ViTConfig
 
@@ -68,6 +72,8 @@ FAMILIES: dict[str, Family] = {
         Family("cnn", CNNClassifier, CNNConfig),
         Family("agreement", AgreementPair, AgreementConfig),
         Family("multisource", MultiSourceRNN, MultiSourceConfig),
+        Family("transcriber", Transcriber, TranscriberConfig),
+        Family("han", HAN, HANConfig),
     )
 }
 

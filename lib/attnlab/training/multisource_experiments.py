@@ -1,19 +1,31 @@
-"""Lesson 07's multi-source runs: presets, training and the recorded results of
+"""Lesson 13's multi-source runs: presets, training and the recorded results of
 :class:`attnlab.models.multisource.MultiSourceRNN` (French + Korean -> English).
+
+:func:`source_analysis` measures what the lesson says about them, once, for
+``scripts/lesson13_multisource.py`` to store (``data/results/comparisons/lesson13_multisource.json``):
+each source alone (the X->English halves of the ``agreement_0`` pairs, decoded on the triples' test
+split), the sentences wrong only in *his*/*her*, the flat model's attention on French for those
+words, and how many test triples the pair corpora's splits also hold (the baselines trained on them).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from attnlab.core.checks import (
     check_positive_int,
 )
 from attnlab.core.profiles import get_profile
-from attnlab.data.corpus.triples import CORPUS_VERSION, LANGS, TripleSplits, load_triple_splits
+from attnlab.data import corpus as pair_corpus
+from attnlab.data.corpus.triples import CORPUS_VERSION, LANGS, Triple, TripleSplits, load_triple_splits
+from attnlab.data.metrics import corpus_bleu, exact_match
+from attnlab.models import decoding
+from attnlab.models import multisource as ms
 from attnlab.models.multisource import DATA_SEED, TASK, MultiSourceRNN, build_vocabs, evaluate, make_triple_dataloaders
 from attnlab.training import experiments
 from attnlab.training import families as models
@@ -142,7 +154,7 @@ def run(
     if data is not None and not isinstance(data, TripleSplits):
         raise TypeError(f"data must be TripleSplits (attnlab.data.corpus.triples), got {type(data).__name__}")
     if use_shipped() and steps is None and seed == 0 and not ship and data is None:
-        return experiments.load_shipped_run(name, load_trained, "run scripts/lesson07_multisource.py")
+        return experiments.load_shipped_run(name, load_trained, "run scripts/lesson13_multisource.py")
     exp, capped = capped_budget(exp.with_budget(steps=steps))
     if data is None:
         data = load_triple_splits(
@@ -151,7 +163,7 @@ def run(
     src_vocab, tgt_vocab = build_vocabs(data)
     config = {"src_vocab_size": len(src_vocab), "tgt_vocab_size": len(tgt_vocab), **exp.model}
     if produced_by is None:
-        produced_by = "python scripts/lesson07_multisource.py" if ship else "live run"
+        produced_by = "python scripts/lesson13_multisource.py" if ship else "live run"
     plan = RunPlan(
         exp=exp,
         out=name,
@@ -168,7 +180,12 @@ def run(
             extra={"experiment": dataclasses.asdict(exp), "task": TASK},
             corpus_version=CORPUS_VERSION,
         ),
-        profile=profile, seed=seed, ship=ship, save=save, progress=progress, produced_by=produced_by,
+        profile=profile,
+        seed=seed,
+        ship=ship,
+        save=save,
+        progress=progress,
+        produced_by=produced_by,
         capped=capped,
     )
     return record_run(plan)
@@ -196,7 +213,7 @@ def load_trained(name: str, *, prefer_live: bool = True, device: str | torch.dev
         name,
         expected=lambda meta: CORPUS_VERSION,
         data="triples",
-        hint="run it (attnlab.training.multisource_experiments.run) or scripts/lesson07_multisource.py",
+        hint="run it (attnlab.training.multisource_experiments.run) or scripts/lesson13_multisource.py",
         family="multisource",
         prefer_live=prefer_live,
         device=device,
@@ -227,3 +244,79 @@ def comparison_rows(res_by_name: dict[str, dict]) -> list[dict]:
         row.update(params=r["params"], train_steps=r["train_steps"], train_seconds=r["train_seconds"])
         rows.append(row)
     return rows
+
+
+POSSESSIVES = ("his", "her")
+SINGLE_SOURCE = {"fr": "agreement_0", "ko": "agreement_0_ko"}  # X->English halves: lesson-01 models, same budget
+
+
+def only_possessives_differ(hyp: Sequence[str], ref: Sequence[str]) -> bool:
+    """The output differs from the reference, and only where one has *his* and the other *her*."""
+    if len(hyp) != len(ref):
+        return False
+    diffs = [(a, b) for a, b in zip(hyp, ref, strict=True) if a != b]
+    return bool(diffs) and all({a, b} == set(POSSESSIVES) for a, b in diffs)
+
+
+def split_overlap(test: Sequence[Triple]) -> dict:
+    """How many English sentences of the triples' ``test`` the pair corpora's splits also hold, per pair and split.
+
+    The triples are drawn from random streams of their own (:mod:`attnlab.data.corpus.triples`), so
+    nothing keeps them out of the English->French and English->Korean corpora; the single-source
+    baselines were trained on those (their ``train`` split, read X->English).
+
+    Returns:
+        ``{"fr": {"train": k, "valid": k, "test": k}, "ko": {...}, "n_test": len(test)}``.
+    """
+    english = {tuple(t.en) for t in test}
+    out: dict = {"n_test": len(english)}
+    for lang in LANGS:
+        splits = pair_corpus.load_splits(target=lang)
+        out[lang] = {
+            part: len(english & {tuple(p.src) for p in getattr(splits, part)}) for part in ("train", "valid", "test")
+        }
+    return out
+
+
+def source_analysis(test: Sequence[Triple]) -> dict:
+    """The lesson's measurements of the two multi-source runs beside each source alone, on ``test``.
+
+    Returns:
+        ``{"single": {lang: {"bleu", "bleu_31_40", "exact_match"}}, "wrong": {label: n},
+        "possessive_only": {label: n}, "flat_mass_fr": {"possessive", "other"}, "overlap":
+        split_overlap(test), "n": len(test)}`` with labels ``"fr alone"``, ``"ko alone"``, ``"fr + ko"``.
+    """
+    test = list(test)
+    refs = [list(t.en) for t in test]
+    longest = [i for i, t in enumerate(test) if t.bucket == "31-40"]
+    hyps = {}
+    single = {}
+    for lang, file in SINGLE_SOURCE.items():
+        pair_model, meta = experiments.load_trained(file, prefer_live=False)[:2]
+        out = decoding.translate(
+            pair_model.backward_model, [t.side(lang) for t in test], meta["tgt_vocab"], meta["src_vocab"]
+        )[0]
+        hyps[f"{lang} alone"] = out
+        single[lang] = {
+            "bleu": corpus_bleu(out, refs),
+            "exact_match": exact_match(out, refs),
+            "bleu_31_40": corpus_bleu([out[i] for i in longest], [refs[i] for i in longest]),
+        }
+    model, meta = load_trained("multisource", prefer_live=False)[:2]
+    hyps["fr + ko"] = ms.translate(model, test, meta["src_vocab"], meta["tgt_vocab"])[0]
+    flat, flat_meta = load_trained("multisource_flat", prefer_live=False)[:2]
+    share = np.concatenate(
+        ms.source_mass(ms.source_attention(flat, test, flat_meta["src_vocab"], flat_meta["tgt_vocab"]), "fr")
+    )
+    words = np.concatenate([np.array(t.en) for t in test])
+    possessive = np.isin(words, POSSESSIVES)
+    return {
+        "single": single,
+        "wrong": {k: sum(h != r for h, r in zip(v, refs, strict=True)) for k, v in hyps.items()},
+        "possessive_only": {
+            k: sum(only_possessives_differ(h, r) for h, r in zip(v, refs, strict=True)) for k, v in hyps.items()
+        },
+        "flat_mass_fr": {"possessive": float(share[possessive].mean()), "other": float(share[~possessive].mean())},
+        "overlap": split_overlap(test),
+        "n": len(test),
+    }

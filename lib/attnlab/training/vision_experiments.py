@@ -5,11 +5,16 @@ Named presets (:data:`VISION_EXPERIMENTS`, one per profile, budgets in optimiser
 
 * ``captioner`` -- Show, Attend and Tell (Xu et al. 2015) on :mod:`attnlab.data.corpus.scenes`: a small CNN
   gives a ``6 x 6`` grid of region features, lesson 2's Bahdanau decoder attends over them;
-* ``captioner_ds`` -- the same with the paper's doubly stochastic penalty
-  ``lambda * sum_i (1 - sum_t alpha_ti)^2`` switched on;
+* ``captioner_ds`` -- the same with the doubly stochastic penalty
+  ``lambda * sum_i (1 - sum_t alpha_ti)^2`` switched on, beside the course's per-token NLL with label
+  smoothing (a departure from the paper: the penalty then weighs up to ``T`` times more);
+* ``captioner_xu`` -- Xu et al.'s objective: the NLL summed over each caption (``nll="caption_sum"``,
+  no label smoothing) plus the penalty (``lambda = 1``), and the gating scalar ``beta_t`` on the context;
+* ``captioner_xu_nods`` -- the same objective and gate without the penalty;
 * ``vit_scenes`` -- a small Vision Transformer (Dosovitskiy et al. 2021) naming the colour of the one
   circle among one or two other shapes (``task="circle_colour"``);
-* ``cnn_scenes`` -- the CNN baseline on the same task and data.
+* ``cnn_scenes`` -- the CNN baseline on the same task and data;
+* ``vit_scenes_1500``, ``cnn_scenes_1500`` -- both on 1,500 training images instead of 6,000.
 
 :func:`run` trains one (through the fastai toolkit of :mod:`attnlab.training.train`), evaluates it on its
 test split and writes the checkpoint and results in the foundation's format
@@ -68,7 +73,7 @@ from attnlab.data.loaders import SeededSortedDL
 from attnlab.data.metrics import corpus_bleu, exact_match
 from attnlab.data.vocab import PAD
 from attnlab.models.decoding import device_of, greedy_decode
-from attnlab.models.vision import ViT, attention_rollout, doubly_stochastic_loss
+from attnlab.models.vision import CaptionNLL, ViT, attention_rollout, doubly_stochastic_loss
 from attnlab.training import experiments
 from attnlab.training import families as models
 from attnlab.training.experiments import RunPlan, capped_budget, record_run, use_shipped
@@ -115,6 +120,7 @@ __all__ = [
 SCENES_VERSION = "scenes-1"
 DATA_SEED = 0  # the data are the same for every training seed (as for the text corpus)
 CAPTION_TASK = "caption"
+NLL_KINDS = ("token_mean", "caption_sum")  # the course's per-token mean; Xu et al.'s sum over each caption
 TASKS = (CAPTION_TASK, *sc.CLASSIFICATION_TASKS)
 IMAGE_FAMILIES = ("captioner", "vit", "cnn")
 WORD_GROUPS = ("noun", "colour", "size")  # the word classes that name an object or one of its attributes
@@ -140,6 +146,9 @@ class VisionExperiment:
         lr: peak one-cycle learning rate.
         wd: weight decay.
         label_smoothing: label smoothing of the loss.
+        nll: a captioner's loss, ``"token_mean"`` (the course's masked cross-entropy, averaged over the
+            tokens) or ``"caption_sum"`` (Xu et al.'s, :func:`attnlab.models.vision.caption_nll`; no
+            label smoothing).
         n_train: training scenes.
         n_valid: validation scenes.
         n_test: test scenes per number of objects (captioning) or in all (classification).
@@ -156,6 +165,7 @@ class VisionExperiment:
     lr: float = 3e-3
     wd: float = 0.0
     label_smoothing: float = 0.0
+    nll: str = "token_mean"
     n_train: int = 6000
     n_valid: int = 300
     n_test: int = 100
@@ -174,6 +184,11 @@ class VisionExperiment:
             raise ValueError(f"experiment {self.name!r}: a {self.family} model cannot learn the task {self.task!r}")
         for name in ("steps", "bs", "n_train", "n_valid", "n_test"):
             check_positive_int(name, getattr(self, name))
+        check_choice("nll", self.nll, NLL_KINDS)
+        if self.nll == "caption_sum" and (self.family != "captioner" or self.label_smoothing):
+            raise ValueError(
+                f"experiment {self.name!r}: nll='caption_sum' is a captioner's loss without label smoothing"
+            )
         object.__setattr__(self, "n_objects", self.scene_config.n_objects)  # checked and sorted there
 
     @property
@@ -243,6 +258,31 @@ _add(
     dict(task=CAPTION_TASK, model={**_CAPTIONER_CPU, "doubly_stochastic": 1.0}, **_CAPTION_CPU),
     dict(task=CAPTION_TASK, model={**_CAPTIONER_GPU, "doubly_stochastic": 1.0}, **_CAPTION_GPU),
 )
+# Xu et al.'s objective (see caption_nll): the summed NLL is about 10 times the per-token mean on
+# these captions, so lambda = 1 weighs the penalty about 10 times less than in captioner_ds.
+_XU = dict(nll="caption_sum", label_smoothing=0.0)
+_add(
+    "captioner_xu",
+    "captioner",
+    f"{_CAPTIONER_DESC}, Xu et al.'s objective (summed NLL + penalty, lambda = 1) and beta gate",
+    dict(
+        task=CAPTION_TASK,
+        model={**_CAPTIONER_CPU, "doubly_stochastic": 1.0, "beta_gate": True},
+        **{**_CAPTION_CPU, **_XU},
+    ),
+    dict(
+        task=CAPTION_TASK,
+        model={**_CAPTIONER_GPU, "doubly_stochastic": 1.0, "beta_gate": True},
+        **{**_CAPTION_GPU, **_XU},
+    ),
+)
+_add(
+    "captioner_xu_nods",
+    "captioner",
+    f"{_CAPTIONER_DESC}, summed NLL and beta gate, no penalty",
+    dict(task=CAPTION_TASK, model={**_CAPTIONER_CPU, "beta_gate": True}, **{**_CAPTION_CPU, **_XU}),
+    dict(task=CAPTION_TASK, model={**_CAPTIONER_GPU, "beta_gate": True}, **{**_CAPTION_GPU, **_XU}),
+)
 _add(
     "vit_scenes",
     "vit",
@@ -258,6 +298,23 @@ _add(
     dict(model=dict(width=64, grid=6), **_CLASSIFY_GPU),
 )
 
+# The same two models on a quarter of the training images (1,500): how much the ViT's gap to the CNN grows.
+_SMALL = dict(n_train=1500)
+_add(
+    "vit_scenes_1500",
+    "vit",
+    "Vision Transformer (8x8 patches, pre-LN), colour of the circle, 1,500 training images",
+    dict(model=_VIT_CPU, **{**_CLASSIFY_CPU, **_SMALL}),
+    dict(model=_VIT_GPU, **{**_CLASSIFY_GPU, **_SMALL}),
+)
+_add(
+    "cnn_scenes_1500",
+    "cnn",
+    "CNN (3 strided convolutions, mean of the regions), colour of the circle, 1,500 training images",
+    dict(model=dict(width=32, grid=6), **{**_CLASSIFY_CPU, **_SMALL}),
+    dict(model=dict(width=64, grid=6), **{**_CLASSIFY_GPU, **_SMALL}),
+)
+
 
 def preset(name: str, profile: str | None = None) -> VisionExperiment:
     """The :class:`VisionExperiment` called ``name`` for ``profile`` (default: the active profile).
@@ -266,7 +323,7 @@ def preset(name: str, profile: str | None = None) -> VisionExperiment:
         KeyError: an unknown name (the message lists the known ones).
         ValueError: an unknown profile.
     """
-    return experiments.pick_preset(VISION_EXPERIMENTS, name, profile, what="lesson-9 experiment")
+    return experiments.pick_preset(VISION_EXPERIMENTS, name, profile, what="lesson-13 experiment")
 
 
 # --------------------------------------------------------------------------------------------
@@ -301,9 +358,7 @@ def _make_data(task: str, n_train: int, n_valid: int, n_test: int, n_objects: tu
     # the test set first (as for the text corpus), then valid and train around it
     test = _make_test(task, n_test, n_objects)
     valid = sc.classification_set(n_valid, task=task, seed=DATA_SEED + 1, config=config, exclude=test.scenes)
-    train = sc.classification_set(
-        n_train, task=task, seed=DATA_SEED, config=config, exclude=test.scenes + valid.scenes
-    )
+    train = sc.classification_set(n_train, task=task, seed=DATA_SEED, config=config, exclude=test.scenes + valid.scenes)
     return ClassificationSplits(train=train, valid=valid, test=test)
 
 
@@ -478,7 +533,7 @@ def run(
     data: sc.SceneSplits | ClassificationSplits | None = None,
     produced_by: str | None = None,
 ) -> tuple[nn.Module, dict]:
-    """Train a lesson-9 preset, evaluate it on its test split, write its checkpoint and results.
+    """Train a lesson-13 preset, evaluate it on its test split, write its checkpoint and results.
 
     Args:
         name: a preset of :data:`VISION_EXPERIMENTS`.
@@ -511,7 +566,7 @@ def run(
     """
     exp = preset(name, profile)
     profile = profile or get_profile()
-    experiments.check_one_process_run("lesson-9 models", seed=seed, steps=steps)
+    experiments.check_one_process_run("lesson-13 models", seed=seed, steps=steps)
     if use_shipped() and steps is None and seed == 0 and not ship and data is None:
         return experiments.load_shipped_run(name, load_trained, "run scripts/lesson13_experiments.py")
     exp, capped = capped_budget(exp.with_budget(steps))
@@ -541,12 +596,26 @@ def run(
         checkpoint=dict(
             tgt_vocab=sc.caption_vocab() if captioner else None, extra=extra, corpus_version=SCENES_VERSION
         ),
-        fit=fit_budget if captioner else fit_classifier,
+        fit=(functools.partial(_fit_summed, exp) if exp.nll == "caption_sum" else fit_budget)
+        if captioner
+        else fit_classifier,
         rate="tokens_per_second" if captioner else "images_per_second",
-        profile=profile, seed=seed, ship=ship, save=save, progress=progress, produced_by=produced_by,
+        profile=profile,
+        seed=seed,
+        ship=ship,
+        save=save,
+        progress=progress,
+        produced_by=produced_by,
         capped=capped,
     )
     return record_run(plan)
+
+
+def _fit_summed(exp: VisionExperiment, model, dls, *, label_smoothing: float = 0.0, **fit):
+    """:func:`attnlab.training.train.fit_budget` with Xu et al.'s summed caption NLL as the loss."""
+    if label_smoothing:
+        raise ValueError(f"{exp.name!r}: the summed NLL has no label smoothing, got {label_smoothing}")
+    return fit_budget(model, dls, loss_func=CaptionNLL(), **fit)
 
 
 def _data_record(exp: VisionExperiment, data) -> dict:
@@ -559,7 +628,7 @@ def _data_record(exp: VisionExperiment, data) -> dict:
 
 
 def load_trained(name: str, *, prefer_live: bool = True, device: str | torch.device = "cpu"):
-    """Load a trained lesson-9 model: the learner's own run when there is one, else the shipped one.
+    """Load a trained lesson-13 model: the learner's own run when there is one, else the shipped one.
 
     Args:
         name: a preset name (``"captioner"``, ``"captioner_ds"``, ``"vit_scenes"``, ``"cnn_scenes"``).
@@ -577,7 +646,7 @@ def load_trained(name: str, *, prefer_live: bool = True, device: str | torch.dev
             damaged or holds another model (a damaged file is reported, never skipped).
     """
     if not isinstance(name, str) or name not in VISION_EXPERIMENTS:
-        raise KeyError(f"unknown lesson-9 experiment {name!r}; known: {sorted(VISION_EXPERIMENTS)}")
+        raise KeyError(f"unknown lesson-13 experiment {name!r}; known: {sorted(VISION_EXPERIMENTS)}")
     return experiments.find_trained(
         name,
         expected=lambda meta: SCENES_VERSION,
@@ -891,16 +960,21 @@ def vit_attention_maps(maps: Sequence[torch.Tensor]) -> dict[str, torch.Tensor]:
         maps: the per-layer weights ``[(B, h, L, L)]`` of ``ViT(images, return_attention=True)``.
 
     Returns:
-        ``{"class_token": (B, G), "rollout": (B, G)}``: row 0 (the class token) of the last
-        layer's head-mean attention, and of :func:`attnlab.models.vision.attention_rollout`, restricted to
-        the patches and renormalised to sum to 1 over them.
+        ``{"class_token": (B, G), "rollout": (B, G), "class_token_self": (B,), "rollout_self": (B,)}``:
+        row 0 (the class token) of the last layer's head-mean attention, and of
+        :func:`attnlab.models.vision.attention_rollout`, restricted to the patches and renormalised to
+        sum to 1 over them; the ``_self`` entries are the share of row 0 that the cut drops, the class
+        token's weight on itself (CLS -> CLS).
     """
-    last = maps[-1].mean(1)[:, 0, 1:]  # (B, G) the class token's attention to the patches
-    roll = attention_rollout(list(maps))[:, 0, 1:]  # (B, G)
+    last_row = maps[-1].mean(1)[:, 0]  # (B, L) the class token's last-layer attention
+    roll_row = attention_rollout(list(maps))[:, 0]  # (B, L)
+    last, roll = last_row[:, 1:], roll_row[:, 1:]  # (B, G) the patches only
     tiny = torch.finfo(last.dtype).tiny
     return {
         "class_token": last / last.sum(-1, keepdim=True).clamp_min(tiny),  # (B, G)
         "rollout": roll / roll.sum(-1, keepdim=True).clamp_min(tiny),  # (B, G)
+        "class_token_self": last_row[:, 0],  # (B,)
+        "rollout_self": roll_row[:, 0],  # (B,)
     }
 
 
@@ -931,7 +1005,7 @@ def classify(model, images: torch.Tensor, *, bs: int = _EVAL_BS, attention: bool
     pred = torch.cat(preds)  # (N,)
     if not attention:
         return pred
-    return pred, {k: torch.cat([p[k] for p in parts]) for k in ("class_token", "rollout")}
+    return pred, {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
 
 
 def evaluate_classifier(model, data: sc.ClassificationSet, *, bs: int = _EVAL_BS) -> dict:
@@ -965,7 +1039,7 @@ def evaluate_classifier(model, data: sc.ClassificationSet, *, bs: int = _EVAL_BS
     }
     if maps is not None:
         gold = region_mask(data.masks, model.patches.grid)  # (N, G)
-        res["attention_on_object"] = {k: region_scores(m, gold)["all"] for k, m in maps.items()}
+        res["attention_on_object"] = {k: region_scores(maps[k], gold)["all"] for k in ("class_token", "rollout")}
     return res
 
 
@@ -983,8 +1057,8 @@ def comparison_rows(res_by_name: Mapping[str, dict]) -> list[dict]:
     Returns:
         Rows of ``model``, ``task``, ``params``, ``train_steps``, ``train_seconds`` and the task's
         figures: for captioners ``bleu``, ``exact_match`` and ``em_<k>`` per number of objects,
-        ``noun_peak``, ``colour_peak``, ``size_peak``, ``noun_mass``, ``chance`` (the share of the
-        regions a noun's object covers: a random peak's score) and ``coverage_penalty``; for
+        ``noun_peak``, ``colour_peak``, ``size_peak``, ``noun_mass``, ``colour_mass``, ``size_mass``, ``chance``
+        (the share of the regions a noun's object covers: a random peak's score) and ``coverage_penalty``; for
         classifiers ``accuracy``, ``chance`` (the most frequent label's share) and, for a ViT,
         ``cls_peak``, ``cls_mass``, ``rollout_peak``, ``rollout_mass`` and ``patch_chance`` (the
         share of the patches the object covers).
@@ -997,7 +1071,8 @@ def comparison_rows(res_by_name: Mapping[str, dict]) -> list[dict]:
             row.update({f"em_{b}": v["exact_match"] for b, v in r["by_bucket"].items()})
             att = r["attention_on_object"]
             row.update({f"{g}_peak": att[g]["peak"] for g in WORD_GROUPS})
-            row.update(noun_mass=att["noun"]["mass"], chance=att["noun"]["chance"])
+            row.update({f"{g}_mass": att[g]["mass"] for g in WORD_GROUPS})
+            row.update(chance=att["noun"]["chance"])
             row.update(coverage_penalty=r["coverage_penalty"])
         else:
             row.update(accuracy=r["accuracy"], chance=r["chance"])

@@ -112,6 +112,7 @@ __all__ = [
     "caption_vocab",
     "encode_captions",
     "classification_set",
+    "shares_label",
 ]
 
 SHAPES = ("circle", "square", "triangle", "cross")
@@ -938,6 +939,23 @@ class ClassificationSet:
     task: str
 
 
+def shares_label(data: ClassificationSet) -> np.ndarray:
+    """Per image, whether another object shares the labelled attribute of the gold one (``"circle_colour"``:
+    its colour; ``"red_shape"``: its shape), so that the answer can be read off a distractor too.
+
+    Returns:
+        ``(N,)`` bool (all False for ``"count"``).
+    """
+    if data.task == "count":
+        return np.zeros(len(data.scenes), dtype=bool)
+    attr = "colour" if data.task == "circle_colour" else "shape"
+    out = []
+    for s, label in zip(data.scenes, data.labels.tolist(), strict=True):
+        name = data.label_names[label]
+        out.append(sum(getattr(o, attr) == name for o in s.objects) > 1)
+    return np.array(out, dtype=bool)
+
+
 def classification_set(
     n: int,
     *,
@@ -945,6 +963,7 @@ def classification_set(
     seed: int,
     config: SceneConfig | None = None,
     exclude: Iterable[Scene] | None = None,
+    distinct_distractors: bool = False,
 ) -> ClassificationSet:
     """An image-classification set on generated scenes.
 
@@ -963,6 +982,10 @@ def classification_set(
         seed: random seed.
         config: the geometry (default :class:`SceneConfig`).
         exclude: scenes whose content must not appear (e.g. the training set's, for a test set).
+        distinct_distractors: the other objects never share the labelled object's colour
+            (``"circle_colour"``) or shape (``"red_shape"``), so that the answer can be read from
+            the gold object only. Off by default, which keeps every set drawn before the option
+            existed (the same seed gives the same scenes); a set drawn with it is another set.
 
     Returns:
         :class:`ClassificationSet`.
@@ -973,9 +996,12 @@ def classification_set(
     check_int("n", n, minimum=0)
     check_choice("task", task, CLASSIFICATION_TASKS)
     check_int("seed", seed)
+    if not isinstance(distinct_distractors, bool):
+        raise TypeError(f"distinct_distractors must be a bool, got {type(distinct_distractors).__name__}")
     cfg = _config(config)
     held = {s.key for s in _scene_list(exclude, "exclude")} if exclude is not None else set()
-    rng = random.Random(f"attnlab.scenes/classify/{task}/{seed}")
+    seed_text = f"attnlab.scenes/classify/{task}/{seed}" + ("/distinct" if distinct_distractors else "")
+    rng = random.Random(seed_text)
     counts = cfg.n_objects
     names = {"count": tuple(map(str, counts)), "circle_colour": COLOURS, "red_shape": SHAPES}[task]
     others_shapes = tuple(s for s in SHAPES if s != "circle")
@@ -989,9 +1015,11 @@ def classification_set(
             shapes = colours = None
         elif task == "circle_colour":
             shapes = [("circle",) if i == target else others_shapes for i in range(k)]
-            colours = [(names[label],) if i == target else COLOURS for i in range(k)]
+            other = tuple(c for c in COLOURS if c != names[label]) if distinct_distractors else COLOURS
+            colours = [(names[label],) if i == target else other for i in range(k)]
         else:
-            shapes = [(names[label],) if i == target else SHAPES for i in range(k)]
+            other = tuple(s for s in SHAPES if s != names[label]) if distinct_distractors else SHAPES
+            shapes = [(names[label],) if i == target else other for i in range(k)]
             colours = [("red",) if i == target else others_colours for i in range(k)]
 
         def draw(k=k, shapes=shapes, colours=colours):

@@ -1,13 +1,19 @@
-"""Train and ship lesson 07's multi-source models (French + Korean -> English), then print their figures.
+"""Train and ship lesson 13's multi-source models (French + Korean -> English), then print their figures.
 
-    OMP_NUM_THREADS=1 python scripts/lesson07_multisource.py [NAME ...] [--profile cpu|gpu] [--steps N] [--no-ship]
+    OMP_NUM_THREADS=1 python scripts/lesson13_multisource.py [NAME ...] [--profile cpu|gpu] [--steps N] [--no-ship]
 
-Trains each named preset of :mod:`attnlab.models.multisource` (default: both, ``multisource`` -- one attention
-per source, Zoph & Knight 2016 -- and ``multisource_flat`` -- one attention over both sources) on one
+Trains each named preset of :mod:`attnlab.training.multisource_experiments` (default: both,
+``multisource`` -- one attention per source, Zoph & Knight 2016 -- and ``multisource_flat`` -- one
+attention over both sources) on one
 CPU thread, seed 0, through :func:`attnlab.training.multisource_experiments.run`, and writes
 ``data/checkpoints/<name>.safetensors|.json`` and ``data/results/<name>.json`` (``--no-ship``: the
 learner's folder ``data/runs`` instead). Then it prints the comparison (BLEU, per-source AER and
 content-word agreement, the flat model's share of attention on French), read back from the results files.
+
+``--analysis`` (alone: without training) then measures what lesson 13 says about the shipped runs
+(:func:`attnlab.training.multisource_experiments.source_analysis`: each source alone, the his/her errors,
+the flat model's attention on French, the overlap of the triples' test split with the pair corpora) and
+writes ``data/results/comparisons/lesson13_multisource.json``.
 
 ``ATTNLAB_MAX_STEPS=N`` caps the budget as everywhere in the course; a capped run (like ``--steps``)
 is not the preset's and is never shipped: add ``--no-ship``. ``--n-train/--n-valid/--test-per-bucket``
@@ -26,9 +32,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch is imported: one t
 
 import torch  # noqa: E402
 
-from attnlab.data.corpus.triples import load_triple_splits  # noqa: E402
-from attnlab.models import multisource as msx  # noqa: E402
+from attnlab.data.corpus.triples import load_triple_splits, make_triple_splits  # noqa: E402
 from attnlab.training import experiments, results  # noqa: E402
+from attnlab.training import multisource_experiments as msx  # noqa: E402
 from attnlab.training.vision_experiments import format_table  # noqa: E402
 
 NAMES = tuple(msx.MULTISOURCE_EXPERIMENTS)
@@ -36,15 +42,20 @@ NAMES = tuple(msx.MULTISOURCE_EXPERIMENTS)
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    ap = argparse.ArgumentParser(prog="python scripts/lesson07_multisource.py", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python scripts/lesson13_multisource.py", description=__doc__.split("\n")[0])
     ap.add_argument("names", nargs="*", default=list(NAMES), help=f"presets (default: {', '.join(NAMES)})")
     ap.add_argument("--profile", choices=("cpu", "gpu"), help="preset sizes (default: the active profile)")
     ap.add_argument("--steps", type=int, help="another step budget than the presets' (not for shipping)")
     ap.add_argument("--no-ship", action="store_true", help="write below data/runs instead of the shipped folders")
+    ap.add_argument(
+        "--analysis", action="store_true", help="measure the shipped runs for lesson 13 (no names: only that)"
+    )
     sizes = ap.add_argument_group("smaller triples for a quick check (with --no-ship)")
     for flag in ("n-train", "n-valid", "test-per-bucket"):
         sizes.add_argument(f"--{flag}", type=int, metavar="N")
     args = ap.parse_args(argv)
+    if argv == ["--analysis"]:
+        args.names = []
     for name in args.names:
         try:
             msx.preset(name, args.profile)
@@ -62,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
             "runs (add --no-ship)"
         )
     torch.set_num_threads(1)
-    produced_by = ("python scripts/lesson07_multisource.py " + shlex.join(argv)).strip()
+    produced_by = ("python scripts/lesson13_multisource.py " + shlex.join(argv)).strip()
     data = {}  # one set of triples per size, shared by the presets that use it
     for name in args.names:
         exp = msx.preset(name, args.profile)
@@ -97,6 +108,11 @@ def main(argv: list[str] | None = None) -> int:
     rows = msx.comparison_rows(done)
     if rows:
         print(f"\nmulti-source translation (French + Korean -> English)\n{format_table(rows)}")
+    if args.analysis:
+        test = make_triple_splits(n_train=0, n_valid=0, seed=msx.DATA_SEED).test  # the shipped runs' test (drawn first)
+        summary = msx.source_analysis(test)
+        path = results.write_comparison("lesson13_multisource", {**summary, "produced_by": produced_by}, shipped=True)
+        print(f"\nanalysis -> {path}\n{summary}")
     return 0
 
 
