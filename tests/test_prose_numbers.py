@@ -23,6 +23,7 @@ from attnlab.course.prose import (
     read_allowlist,
     referenced_results,
     result_numbers,
+    significant_digits,
     unbacked,
 )
 
@@ -99,8 +100,10 @@ def test_printed_precision_and_results_rounding():
     assert unbacked([minutes], printed, durations=[4741.0]) == []  # 79.02 min of a results file
     assert unbacked([secs], set(), results=[79.0]) == [secs]  # 79 that is not a time
     assert unbacked([rounded], printed) == [rounded]  # 0.99 is not printed: not at the precision printed
-    assert unbacked([rounded], printed, results=[0.9876]) == []  # a results value rounds to it
-    assert unbacked([rounded], printed, results=[0.9849]) == [rounded]
+    (three,) = prose_numbers("0.988")
+    assert unbacked([three], set(), results=[0.98763]) == []  # a results value rounds to it
+    assert unbacked([three], set(), results=[0.9874]) == [three]
+    assert unbacked([rounded], printed, results=[0.9901]) == [rounded]  # two digits: only an output backs them
     (spelled,) = prose_numbers("about two minutes")
     assert unbacked([spelled], printed, results=[120.0]) == [spelled]  # words cannot be checked
     assert unbacked([rounded], set(), allowed={(0.99, 2): "definition"}) == []
@@ -188,6 +191,10 @@ def test_defect_10_fails(tmp_path):
 def test_defect_11_fails(tmp_path, text):
     missing = _missing(_with_markdown(tmp_path, "00_welcome.ipynb", text))
     assert missing and all(not m[0].isdigit() or m == "64" for m in missing), missing
+
+
+def test_significant_digits():
+    assert [significant_digits(t) for t in ("0.71", "98.36", "1,000", "82%", "0.05", "7")] == [2, 4, 4, 2, 1, 1]
 
 
 def test_prose_number_str_names_the_cell():

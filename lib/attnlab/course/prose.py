@@ -26,10 +26,14 @@ maths, ``$H = 128$``: a single symbol, ``=``, a number (the sizes of the model b
    same figure at the same precision); ``1,000`` and ``1000`` are the same;
 2. the results files the lesson names (:func:`referenced_results`): a file of ``data/results/`` (or
    ``data/results/comparisons/``) whose stem is a string literal of the lesson's code or a ``*.json``
-   name in its markdown, or such a stem followed by ``_seed<n>`` and/or ``_ko``. A prose number
-   matches a value of those files rounded to the prose's precision. Only the files the lesson names:
-   any value of any file would back almost any two-digit decimal (``0.71`` rounds from 14 values of
-   ``data/results/``, ``0.93`` from 89);
+   name in its markdown, or such a stem followed by ``_seed<n>`` and/or ``_ko``. A prose number of
+   at least three significant digits (``98.36``, ``0.568``, ``1,000``) matches a value of those files
+   rounded to the prose's precision. Only the files the lesson names, and only numbers of three digits
+   or more: results files hold thousands of values (loss curves, per-bucket figures), and rounding
+   backs almost any two-digit decimal by chance (``0.71`` rounds from 14 values of ``data/results/``,
+   ``0.93`` from 89, and from six values of the files lesson 02 names). A figure of one or two digits
+   must be printed by the lesson. Durations are the exception: only the values under a key that
+   names seconds back them (converted to the prose's unit), at any number of digits;
 3. the lesson's allowlist, ``tests/prose_numbers/<notebook stem>.txt``: one ``number<TAB>source``
    per line, the source being the cited paper with its table or figure, or ``definition``. Lines
    starting with ``#`` are comments.
@@ -53,6 +57,7 @@ __all__ = [
     "referenced_results",
     "read_allowlist",
     "unbacked",
+    "significant_digits",
     "check_lesson",
 ]
 
@@ -90,6 +95,7 @@ _CODE_SPAN = re.compile(r"`[^`\n]*`")
 _LINK_TARGET = re.compile(r"\]\([^)]*\)")
 _HTML_TAG = re.compile(r"<[^>\n]*>")
 _MATH = re.compile(r"\$\$.*?\$\$|\$[^$\n]+\$", re.DOTALL)
+MIN_RESULT_DIGITS = 3  # a results value backs a prose number of at least this many significant digits
 _JSON_NAME = re.compile(r"([A-Za-z0-9_]+)\.json")
 _STRING_LITERAL = re.compile(r"[\"']([A-Za-z0-9_]+)[\"']")
 
@@ -255,7 +261,15 @@ def read_allowlist(path: Path) -> dict[tuple[float, int], str]:
     return allowed
 
 
-def _matches_result(number: ProseNumber, values: Sequence[float]) -> bool:
+def significant_digits(text: str) -> int:
+    """Significant digits of a number as written: ``0.71`` has 2, ``98.36`` 4, ``1,000`` 4, ``82%`` 2."""
+    digits = re.sub(r"\D", "", text.split("%")[0])
+    return len(digits.lstrip("0")) or 1
+
+
+def _matches_result(number: ProseNumber, values: Sequence[float], min_digits: int = MIN_RESULT_DIGITS) -> bool:
+    if significant_digits(number.text) < min_digits:
+        return False
     half = 0.5 * 10.0 ** (-number.decimals)
     return any(abs(v - number.value) <= half * (1 + 1e-9) for v in values)
 
@@ -279,7 +293,7 @@ def unbacked(
             continue
         key = (round(n.value, n.decimals), n.decimals)
         if n.unit:
-            ok = (*key, n.unit) in printed or _matches_result(n, [d * _PER_SECOND[n.unit] for d in durations])
+            ok = (*key, n.unit) in printed or _matches_result(n, [d * _PER_SECOND[n.unit] for d in durations], 1)
         else:
             ok = key in printed or _matches_result(n, results)
         if not (ok or key in allowed):
