@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -36,8 +37,8 @@ ALLOWLISTS = ROOT / "tests" / "prose_numbers"
 # Their failures today are reported, never allowlisted.
 BEING_REWRITTEN = {
     "07_attention_variants": "old lesson 07, split into new lessons 07-09 (coordinator: delete with the file)",
-    "12_attention_at_scale": "lesson 12 is being rewritten; its unbacked numbers are listed for its owner",
-    "13_attention_beyond_text": "lesson 13 is being rewritten; its unbacked numbers are listed for its owner",
+    "12_attention_at_scale": "lesson 12 is being rewritten; its failures here are listed for its owner",
+    "13_attention_beyond_text": "lesson 13 is being rewritten; its failures here are listed for its owner",
 }
 
 
@@ -200,3 +201,28 @@ def test_significant_digits():
 def test_prose_number_str_names_the_cell():
     n = ProseNumber("0.71", 0.71, 2, 17, "ranges from 0.71 to 0.93")
     assert str(n).startswith("cell 17: '0.71'") and not math.isnan(n.value)
+
+
+# --- the length of a lesson's prose ------------------------------------------------------------------
+
+MAX_WORDS = 3500
+
+
+def prose_words(notebook) -> int:
+    """Words of a lesson's markdown, counted as ``\\w+`` runs (maths and headings included)."""
+    nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
+    text = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    return len(re.findall(r"\w+", text))
+
+
+@pytest.mark.parametrize("notebook", [_lesson_param(p) for p in NOTEBOOKS])
+def test_lesson_prose_is_at_most_3500_words(notebook):
+    words = prose_words(notebook)
+    assert words <= MAX_WORDS, f"{notebook.name}: {words} words of prose, more than {MAX_WORDS}"
+
+
+def test_prose_words_counts_markdown_only(tmp_path):
+    path = tmp_path / "x.ipynb"
+    cells = [{"cell_type": "markdown", "source": ["# Title\n", "two words"]}, {"cell_type": "code", "source": "a b c"}]
+    path.write_text(json.dumps({"cells": cells}))
+    assert prose_words(path) == 3
