@@ -124,3 +124,59 @@ def test_shipped_figures_reads_the_shipped_run():
     assert params > 0
     with pytest.raises(ValueError, match="pair must be one of 'fr', 'ko', got 'de'"):
         lessons.shipped_figures("bahdanau", "de", ["bleu"])
+
+
+# --- lessons 01-03: accuracy by position, the gradient shortcut, seeds of a lesson model ---------------
+
+
+def _tiny(attention):
+    from attnlab.data import corpus, vocab
+    from attnlab.models.rnn import RNNConfig, Seq2SeqRNN
+
+    splits = corpus.load_splits()
+    sv, tv = vocab.build_vocabs(splits)
+    torch.manual_seed(0)
+    cfg = RNNConfig(len(sv), len(tv), emb_dim=8, hid_dim=12, attention=attention, attn_dim=6)
+    return Seq2SeqRNN(cfg).eval(), splits, sv, tv
+
+
+def test_accuracy_by_position_and_final_token_match_a_direct_count():
+    from attnlab.data import loaders, vocab
+
+    model, splits, sv, tv = _tiny(None)
+    pairs = [p for p in splits.test if p.bucket == "1-10"][:12]
+    acc, total = lessons.accuracy_by_position(model, pairs, sv, tv, max_pos=15)
+    s, ti, to = loaders.collate(loaders.encode_pairs(pairs, sv, tv))
+    with torch.no_grad():
+        hit = (model(s, ti).argmax(-1) == to) & (to != vocab.PAD)
+    assert total[0] == len(pairs) and total.tolist() == sorted(total.tolist(), reverse=True)
+    assert acc[0] == pytest.approx(hit[:, 0].float().mean().item())
+    last = (to != vocab.PAD).sum(1) - 2
+    expected = hit[torch.arange(len(pairs)), last].float().mean().item()
+    assert lessons.final_token_accuracy(model, pairs, sv, tv) == pytest.approx(expected)
+    with pytest.raises(ValueError, match="max_pos"):
+        lessons.accuracy_by_position(model, pairs, sv, tv, max_pos=0)
+
+
+def test_source_gradient_is_one_norm_per_position_and_refuses_short_sentences():
+    model, splits, sv, tv = _tiny("bahdanau")
+    pairs = [p for p in splits.test if p.bucket == "11-20"][:6]
+    g = lessons.source_gradient(model, pairs, sv, tv, step=0, n_pos=10)
+    assert g.shape == (10,) and (g >= 0).all() and g.sum() > 0
+    g_last = lessons.source_gradient(model, pairs, sv, tv, step=-1, n_pos=10)
+    assert not torch.allclose(torch.as_tensor(g), torch.as_tensor(g_last))  # another target word, another signal
+    with pytest.raises(ValueError, match="at least n_pos=40 source tokens"):
+        lessons.source_gradient(model, pairs, sv, tv, step=0, n_pos=40)
+
+
+def test_seed_summary_is_the_mean_and_sample_sd_of_the_shipped_seeds():
+    import numpy as np
+
+    from attnlab.training.results import read_result
+
+    s = lessons.seed_summary("bahdanau", "fr", ["bleu", "aer"])
+    runs = [read_result(n) for n in ("bahdanau", "bahdanau_seed1", "bahdanau_seed2")]
+    assert s["mean"]["bleu"] == pytest.approx(np.mean([r["bleu"] for r in runs]))
+    assert s["sd"]["aer"] == pytest.approx(np.std([r["aer"] for r in runs], ddof=1))
+    assert s["params"] == runs[0]["params"] and s["seeds"] == [0, 1, 2]
+    assert lessons.seed_summary("bahdanau", "ko", ["bleu"]) is None  # only seed 0 is shipped for Korean

@@ -242,3 +242,48 @@ def test_diagrams_draw_on_a_given_axes():
     assert draw_transformer_block("encoder", ax=a) is fig
     assert draw_encoder_decoder_stack(1, ax=b) is fig
     assert len(fig.axes) == 2 and not a.axison
+
+
+# --- lesson 02: the encoder-decoder with attention; lesson 03: the step order ------------------------
+
+
+def test_attention_encoder_decoder_feeds_every_state_into_the_context_by_weight():
+    from attnlab.viz.diagrams import draw_attention_encoder_decoder
+
+    src, tgt = ("hello", "world"), ("bonjour", "le", "monde")
+    fig = draw_attention_encoder_decoder(src, tgt, weights=[0.2, 0.8], step=1)
+    got = labels(fig)
+    assert all(t in got for t in src + tgt + ("<bos>",))
+    assert [t for t in got if t.startswith("$h_")] == ["$h_{1}$", "$h_{2}$"]
+    assert sum(t.startswith("$c_{2}") for t in got) == 1  # the context of the highlighted step (1-based)
+    widths = [p.get_linewidth() for p in fig.axes[0].patches if p.get_gid() == "attention-weight"]
+    assert len(widths) == 2 and widths[1] > widths[0]  # one arrow per encoder state, wider for a larger weight
+    assert _layout_problems(fig) == []
+
+
+def test_attention_encoder_decoder_refuses_bad_weights_and_steps():
+    from attnlab.viz.diagrams import draw_attention_encoder_decoder
+
+    with pytest.raises(ValueError, match=r"weights must have one entry per source token \(S=2\), got shape \(3,\)"):
+        draw_attention_encoder_decoder(["a", "b"], ["x"], weights=[0.2, 0.3, 0.5])
+    with pytest.raises(ValueError, match="weights must be non-negative and sum to 1"):
+        draw_attention_encoder_decoder(["a", "b"], ["x"], weights=[0.2, 0.3])
+    with pytest.raises(ValueError, match=r"step must be an int in \[0, 0\], got 3"):
+        draw_attention_encoder_decoder(["a", "b"], ["x"], step=3)
+    with pytest.raises(ValueError, match="src_tokens must hold at least one token"):
+        draw_attention_encoder_decoder([], ["x"])
+
+
+def test_step_order_puts_attention_before_the_rnn_step_for_bahdanau_and_after_for_luong():
+    from attnlab.viz.diagrams import STEP_ORDER, draw_step_order
+
+    fig = draw_step_order()
+    got = labels(fig)
+    for _, stages in STEP_ORDER.values():
+        assert all(stage in got for stage in stages)
+    bahdanau, luong = (stages for _, stages in STEP_ORDER.values())
+    first = {name: next(i for i, s in enumerate(st) if "score" in s) for name, st in (("b", bahdanau), ("l", luong))}
+    step = {name: next(i for i, s in enumerate(st) if "step" in s) for name, st in (("b", bahdanau), ("l", luong))}
+    assert first["b"] < step["b"] and step["l"] < first["l"]  # attend then step; step then attend
+    assert "input feeding (next step)" in got
+    assert _layout_problems(fig) == []

@@ -16,6 +16,7 @@ from torch import nn
 
 from attnlab.core.checks import check_choice, check_int, check_positive_int
 from attnlab.core.profiles import use_course_threads
+from attnlab.data import loaders, vocab
 from attnlab.data.corpus import Pair, Splits
 from attnlab.training import experiments, results
 
@@ -29,6 +30,10 @@ __all__ = [
     "predicted_positions",
     "reversal_splits",
     "course_rows",
+    "accuracy_by_position",
+    "final_token_accuracy",
+    "source_gradient",
+    "seed_summary",
 ]
 
 
@@ -208,3 +213,93 @@ def course_rows(models: Mapping[str, Mapping]) -> dict[str, Mapping]:
     names = {"no attention": "rnn_noattn", "Bahdanau": "bahdanau", f"best Luong ({best})": best,
              "Transformer": "transformer"}
     return {label: models[n] for label, n in names.items() if n in models}
+
+
+def _forced_hits(model: nn.Module, pairs: Sequence[Pair], src_vocab, tgt_vocab, batch: int = 250):
+    """``(hit, real)`` per batch of ``pairs``: teacher-forced argmax equal to the gold token, and not padding."""
+    for i in range(0, len(pairs), batch):
+        s, ti, to = loaders.collate(loaders.encode_pairs(pairs[i : i + batch], src_vocab, tgt_vocab))
+        with torch.no_grad():
+            yield (model(s, ti).argmax(-1) == to) & (to != vocab.PAD), to != vocab.PAD  # (B, T) each
+
+
+def accuracy_by_position(model: nn.Module, pairs: Sequence[Pair], src_vocab, tgt_vocab, max_pos: int = 50):
+    """Next-token accuracy with the gold prefix fed in, by target position (lesson 01).
+
+    Returns:
+        ``(accuracy, count)``, two arrays of length ``max_pos``: the share of right predictions at each
+        position and how many sentences reach it (accuracy 0 where none does).
+    """
+    max_pos = check_positive_int("max_pos", max_pos)
+    correct, total = np.zeros(max_pos), np.zeros(max_pos)
+    for hit, real in _forced_hits(model, pairs, src_vocab, tgt_vocab):
+        n = min(max_pos, hit.size(1))
+        correct[:n] += hit[:, :n].sum(0).numpy()
+        total[:n] += real[:, :n].sum(0).numpy()
+    return correct / np.maximum(total, 1), total
+
+
+def final_token_accuracy(model: nn.Module, pairs: Sequence[Pair], src_vocab, tgt_vocab) -> float:
+    """The share of ``pairs`` whose last target token (before ``<eos>``) is predicted right,
+    gold prefix fed in."""
+    hits = []
+    for hit, real in _forced_hits(model, pairs, src_vocab, tgt_vocab):
+        last = real.sum(1) - 2  # (B,): index of the last token before <eos>
+        hits += hit[torch.arange(hit.size(0)), last].tolist()
+    return float(np.mean(hits))
+
+
+def source_gradient(model: nn.Module, pairs: Sequence[Pair], src_vocab, tgt_vocab, step: int, n_pos: int = 30):
+    """How much of one target word's loss gradient reaches each source word (lesson 02).
+
+    Teacher-forced, in eval mode: the loss of the gold word at target position ``step`` (``-1``: the
+    last word before ``<eos>``) of every pair is back-propagated to the source embeddings, and the norm
+    of the gradient at each source position is averaged over the pairs.
+
+    Returns:
+        An array of length ``n_pos``: the mean gradient norm at source positions ``0 .. n_pos - 1``
+        (every pair must have at least ``n_pos`` source tokens).
+    """
+    check_int("step", step, minimum=-1)
+    if min(len(p.src) for p in pairs) < n_pos:
+        shortest = min(len(p.src) for p in pairs)
+        raise ValueError(f"every pair must have at least n_pos={n_pos} source tokens, got {shortest}")
+    s, ti, to = loaders.collate(loaders.encode_pairs(pairs, src_vocab, tgt_vocab))
+    embedded = []
+
+    def keep(module, inputs, out):
+        out.retain_grad()
+        embedded.append(out)
+
+    hook = model.src_emb.register_forward_hook(keep)
+    model.eval()
+    try:
+        logits = model(s, ti)  # (B, T, V)
+    finally:
+        hook.remove()
+    rows = torch.arange(len(pairs))
+    t = (to != vocab.PAD).sum(1) - 2 if step == -1 else torch.full((len(pairs),), step)  # (B,)
+    logp = torch.log_softmax(logits[rows, t], dim=-1)  # (B, V)
+    (-logp[rows, to[rows, t]]).sum().backward()
+    return embedded[0].grad.norm(dim=-1)[:, :n_pos].mean(0).numpy()  # (n_pos,)
+
+
+def seed_summary(name: str, pair: str, figures: Sequence[str], seeds: Sequence[int] = (0, 1, 2)) -> dict | None:
+    """Mean and sample sd (``n - 1``) over the shipped seeds of a lesson model, in a comparison's row format.
+
+    Seed 0 is the lesson's run (``result_name(name, pair)``), seed ``k`` the file ``<name>_seed<k>`` of that
+    pair. ``figures`` as in :func:`shipped_figures`.
+
+    Returns:
+        ``{"mean": {...}, "sd": {...}, "params": int, "seeds": [...]}``, or None when a seed is not shipped.
+    """
+    runs = []
+    for k in seeds:
+        base = name if k == 0 else f"{name}_seed{k}"
+        try:
+            runs.append(shipped_figures(base, pair, figures))
+        except FileNotFoundError:
+            return None
+    mean = {f: float(np.mean([r[f] for r, _ in runs])) for f in figures if all(r[f] is not None for r, _ in runs)}
+    sd = {f: float(np.std([r[f] for r, _ in runs], ddof=1)) for f in mean}
+    return {"mean": mean, "sd": sd, "params": runs[0][1], "seeds": list(seeds)}

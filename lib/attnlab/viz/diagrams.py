@@ -9,6 +9,11 @@ one inch, and returns the Figure. None of them shows the figure.
   ``e_j``, the softmax weights ``alpha_j`` as bars, and the context ``c_t`` as the weighted sum of
   the encoder states (arrow widths proportional to the weights). The numbers come from the plain
   function :func:`attention_step_numbers`.
+* :func:`draw_attention_encoder_decoder` (lesson 02): lesson 01's drawing with attention: every
+  encoder state feeds the context ``c_t`` of the step being written, through arrows whose widths are
+  the attention weights, and a fresh context is computed at every step.
+* :func:`draw_step_order` (lesson 03): the order of one decoding step in Bahdanau's and in Luong's
+  decoder (attend then step, against step then attend, with input feeding).
 * :func:`draw_transformer_block` (lesson 06): one encoder or decoder layer with its residual
   paths, LayerNorm placed before the sublayer (pre-LN, the course default) or after the sum
   (post-LN, the 2017 paper).
@@ -42,7 +47,9 @@ from attnlab.core.checks import check_choice, check_positive_int
 
 __all__ = [
     "attention_step_numbers",
+    "draw_attention_encoder_decoder",
     "draw_attention_step",
+    "draw_step_order",
     "draw_encoder_decoder_stack",
     "draw_seq2seq_bottleneck",
     "draw_transformer_block",
@@ -270,6 +277,157 @@ def draw_seq2seq_bottleneck(
             arrowprops=dict(arrowstyle="-|>", color=CONTEXT[1], lw=0.8, alpha=0.7, connectionstyle="arc3,rad=0.25"),
         )
     ax.text(x_c, y_in, note, ha="center", va="center", fontsize=SMALL, color=CONTEXT[1])
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# lesson 02: the encoder-decoder with attention
+
+
+def draw_attention_encoder_decoder(
+    src_tokens: Sequence[str] = ("the", "cat", "sleeps", "."),
+    tgt_tokens: Sequence[str] = ("le", "chat", "dort", "."),
+    weights: Sequence[float] | None = None,
+    step: int | None = None,
+    ax=None,
+):
+    """Draw the encoder-decoder with attention, laid out like :func:`draw_seq2seq_bottleneck`.
+
+    The encoder states ``h_1..h_S`` and the decoder states ``s_1..s_T`` are drawn as in lesson 01.
+    Instead of one summary ``c``, the context box ``c_t`` of decoder step ``step`` receives an arrow
+    from **every** encoder state, of width proportional to its attention weight, and feeds that
+    step; the note says that every step computes its own context.
+
+    Args:
+        src_tokens: the ``S`` source tokens (at least one).
+        tgt_tokens: the ``T`` target tokens (at least one).
+        weights: the ``S`` attention weights of step ``step`` (non-negative, summing to 1); None for
+            a made-up peak on the source word at the same position (``step``, or the last one).
+        step: 0-based index of the highlighted decoder step (default: ``min(S, T) - 1``).
+        ax: Axes to draw on (a new figure of the size the labels need when None).
+
+    Returns:
+        The Figure.
+
+    Raises:
+        ValueError: empty sentences, ``step`` out of range, or ``weights`` of the wrong length, with
+            negative entries or not summing to 1.
+    """
+    src = [_plain(t) for t in src_tokens]
+    tgt = [_plain(t) for t in tgt_tokens]
+    for name, toks in (("src_tokens", src), ("tgt_tokens", tgt)):
+        if not toks:
+            raise ValueError(f"{name} must hold at least one token, got {len(toks)}")
+    step = min(len(src), len(tgt)) - 1 if step is None else step
+    if not (isinstance(step, int) and 0 <= step < len(tgt)):
+        raise ValueError(f"step must be an int in [0, {len(tgt) - 1}], got {step!r}")
+    if weights is None:
+        centre = min(step, len(src) - 1)
+        raw = np.exp(-2.0 * np.abs(np.arange(len(src)) - centre))
+        alpha = raw / raw.sum()
+    else:
+        alpha = np.asarray(weights, dtype=np.float64)
+        if alpha.shape != (len(src),):
+            raise ValueError(f"weights must have one entry per source token (S={len(src)}), got shape {alpha.shape}")
+        if (alpha < 0).any() or abs(alpha.sum() - 1) > 1e-6:
+            raise ValueError(f"weights must be non-negative and sum to 1, got sum {alpha.sum():.6f}")
+    dec_in = ["<bos>", *tgt[:-1]]
+    cell_w, cell_h, gap = 0.45, 0.4, 0.2
+    enc_head, dec_head = "encoder: a GRU reads the source", "decoder: a GRU writes the target"
+    enc_pitch = max(cell_w, *(_text_size(t, FONT)[0] for t in src)) + gap
+    dec_pitch = max(cell_w, *(_text_size(t, FONT)[0] for t in dec_in + tgt)) + gap
+    enc_pitch = max(enc_pitch, (_text_size(enc_head, SMALL, "italic")[0] + 0.1) / len(src))
+    dec_pitch = max(dec_pitch, (_text_size(dec_head, SMALL, "italic")[0] + 0.1) / len(tgt))
+    c_label = f"$c_{{{step + 1}}} = \\sum_j \\alpha_{{{step + 1}j}} h_j$"
+    note = "every step computes\nits own context from\nall encoder states"
+    c_w = max(_text_size(c_label, FONT)[0], _text_size(note, SMALL)[0]) + 0.25
+    c_h = _text_size(c_label, FONT)[1] + 0.3
+    margin = 0.15
+    x_enc = [margin + enc_pitch * (j + 0.5) for j in range(len(src))]
+    x_c = x_enc[-1] + enc_pitch / 2 + 0.25 + c_w / 2
+    x_dec0 = x_c + c_w / 2 + 0.25
+    x_dec = [x_dec0 + dec_pitch * (t + 0.5) for t in range(len(tgt))]
+    width, height = x_dec[-1] + dec_pitch / 2 + margin, 3.3
+    y_in, y_cell, y_out, y_head, y_c = 0.35, 1.25, 2.05, 3.0, 2.45
+    fig, ax = _canvas(ax, width, height)
+
+    def header(xs, text):
+        ax.text((xs[0] + xs[-1]) / 2, y_head, text, ha="center", va="center", fontsize=SMALL, style="italic")
+
+    header(x_enc, enc_head)
+    header(x_dec, dec_head)
+    for j, (x, tok) in enumerate(zip(x_enc, src, strict=True)):
+        ax.text(x, y_in, tok, ha="center", va="center", fontsize=FONT)
+        _arrow(ax, (x, y_in + 0.15), (x, y_cell - cell_h / 2))
+        _box(ax, x, y_cell, cell_w, cell_h, f"$h_{{{j + 1}}}$", ENCODER)
+        if j:
+            _arrow(ax, (x_enc[j - 1] + cell_w / 2, y_cell), (x - cell_w / 2, y_cell))
+    for t, (x, tok_in, tok_out) in enumerate(zip(x_dec, dec_in, tgt, strict=True)):
+        ax.text(x, y_in, tok_in, ha="center", va="center", fontsize=FONT)
+        _arrow(ax, (x, y_in + 0.15), (x, y_cell - cell_h / 2))
+        _box(ax, x, y_cell, cell_w, cell_h, f"$s_{{{t + 1}}}$", DECODER, lw=2.0 if t == step else 1.0)
+        _arrow(ax, (x, y_cell + cell_h / 2), (x, y_out - 0.13))
+        ax.text(x, y_out, tok_out, ha="center", va="center", fontsize=FONT, weight="bold")
+        if t:
+            _arrow(ax, (x_dec[t - 1] + cell_w / 2, y_cell), (x - cell_w / 2, y_cell))
+    _box(ax, x_c, y_c, c_w, c_h, c_label, CONTEXT, lw=2.0)
+    for x, a in zip(x_enc, alpha, strict=True):  # every encoder state feeds c_t, as wide as its weight
+        _arrow(ax, (x + cell_w / 4, y_cell + cell_h / 2), (x_c - c_w / 2, y_c - c_h / 4),
+               lw=0.3 + 5.0 * float(a), color=CONTEXT[1], head=6, gid="attention-weight")
+    _arrow(ax, (x_c + c_w / 2, y_c), (x_dec[step] - cell_w / 2, y_cell + cell_h / 4), lw=2.0, color=CONTEXT[1])
+    ax.text(x_c, (y_in + y_cell) / 2 - 0.05, note, ha="center", va="center", fontsize=SMALL, color=CONTEXT[1])
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# lesson 03: the order of one decoding step
+
+STEP_ORDER = {
+    "bahdanau": (
+        "Bahdanau et al. (2014): attend, then step",
+        ("$s_{t-1}$", "score $h_j$\nagainst $s_{t-1}$", "softmax,\n$c_t = \\sum_j \\alpha_{tj} h_j$",
+         "GRU step:\n$s_t$ from $[E y_{t-1}; c_t]$", "$p(y_t)$ from\n$s_t$, $c_t$, $E y_{t-1}$"),
+    ),
+    "luong": (
+        "Luong et al. (2015): step, then attend",
+        ("$h_{t-1}$, $\\tilde h_{t-1}$", "RNN step:\n$h_t$ from $[E y_{t-1}; \\tilde h_{t-1}]$",
+         "score $\\bar h_s$\nagainst $h_t$", "softmax, $c_t$;\n$\\tilde h_t = \\tanh(W_c[c_t; h_t])$",
+         "$p(y_t)$ from\n$\\tilde h_t$"),
+    ),
+}
+
+
+def draw_step_order(ax=None):
+    """Draw one decoding step of Bahdanau's decoder above one of Luong's: the same five stages in
+    a different order (:data:`STEP_ORDER`), and Luong's input feeding, an arrow from
+    :math:`\\tilde h_t` back into the next step's RNN input.
+
+    Returns:
+        The Figure.
+    """
+    rows = list(STEP_ORDER.values())
+    n = max(len(stages) for _, stages in rows)
+    box_w = max(_text_size(label, FONT)[0] for _, stages in rows for label in stages) + 0.25
+    box_h = max(_text_size(label, FONT)[1] for _, stages in rows for label in stages) + 0.25
+    pitch, margin = box_w + 0.35, 0.15
+    width = margin * 2 + pitch * (n - 1) + box_w
+    height = 2 * (box_h + 0.55) + 0.85
+    fig, ax = _canvas(ax, width, height)
+    for r, (title, stages) in enumerate(rows):
+        y = height - 0.5 - box_h / 2 - r * (box_h + 0.75)
+        ax.text(margin, y + box_h / 2 + 0.15, title, ha="left", va="center", fontsize=SMALL, style="italic")
+        for k, label in enumerate(stages):
+            x = margin + box_w / 2 + k * pitch
+            is_attention = ("score" in label) or ("softmax" in label)
+            _box(ax, x, y, box_w, box_h, label, ATTENTION if is_attention else DECODER if k else CONTEXT)
+            if k:
+                _arrow(ax, (x - pitch + box_w / 2, y), (x - box_w / 2, y))
+        if r == 1:  # input feeding: h~_t goes back into the next step's RNN input
+            x_from, x_to = margin + box_w / 2 + 3 * pitch, margin + box_w / 2 + pitch
+            ax.annotate("", xy=(x_to, y - box_h / 2), xytext=(x_from, y - box_h / 2),
+                        arrowprops=dict(arrowstyle="-|>", color=CONTEXT[1], lw=1.2, connectionstyle="arc3,rad=-0.25"))
+            ax.text((x_from + x_to) / 2, y - box_h / 2 - 0.32, "input feeding (next step)", ha="center",
+                    va="center", fontsize=SMALL, color=CONTEXT[1])
     return fig
 
 
