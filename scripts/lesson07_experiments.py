@@ -26,6 +26,12 @@ Transformer with four decoder layers (``transformer_dec4``, for Shift-Att in
 ``scripts/lesson07_explain.py``); ``--monotonic-2k`` trains ``bahdanau_monotonic`` for twice the
 lesson's steps, and ``bahdanau`` beside it (``bahdanau_monotonic_2k``, ``bahdanau_2k``).
 
+``--coverage`` trains the runs of the rebuilt lesson 07 (coverage, fertility and supervision):
+:data:`COVERAGE_RUNS` -- See et al.'s recipe, the under-translation term and the floored fertility -- on
+both pairs with seeds 0, 1 and 2 (seed 0 of every run first, then seed 1, then seed 2), each shipped as
+its own file (seed 0 as ``NAME[_ko]``, the others as ``NAME[_ko]_seedK``); a run whose results are
+already shipped is skipped, so the command resumes where it stopped.
+
 Afterwards (or with ``--table-only``) every shipped lesson-07 run and its baselines are decoded on the
 test split once more to count dropped and repeated words per bucket
 (:func:`attnlab.data.metrics.coverage_errors`); the counts go to
@@ -86,6 +92,37 @@ EXPLAINED = ["bahdanau", "luong_concat", "luong_location"]
 EXPLANATION_SENTENCES = 60  # leave-one-out costs one forward pass per source word
 SEED_RUNS = ["bahdanau", "luong_location"]  # one aligns well, one does not (lesson 03)
 EXTRA_SEEDS = (1, 2)  # seed 0 is the shipped run of each
+COVERAGE_RUNS = ["bahdanau_coverage_see", "bahdanau_undertranslation", "bahdanau_fertility_floor"]
+COVERAGE_SEEDS = (0, 1, 2)
+
+
+def seed_file(name: str, pair: str, seed: int) -> str:
+    """The shipped file of ``name`` on ``pair`` with ``seed``: ``NAME[_ko]``, or ``NAME[_ko]_seedK`` for ``K > 0``."""
+    base = experiments.result_name(name, pair)
+    return base if seed == 0 else f"{base}_seed{seed}"
+
+
+def train_coverage(only: list[str] | None = None) -> None:
+    """Train every run of :data:`COVERAGE_RUNS` x pairs x :data:`COVERAGE_SEEDS` not shipped yet, seed by seed."""
+    data = {}
+    for seed in COVERAGE_SEEDS:
+        for name in only or COVERAGE_RUNS:
+            for pair in experiments.PAIRS:
+                out = seed_file(name, pair, seed)
+                if results.results_path(out, shipped=True).exists():
+                    continue
+                _, res = experiments.run(
+                    name,
+                    pair=pair,
+                    profile="cpu",
+                    progress=False,
+                    ship=True,
+                    seed=seed,
+                    data=data.setdefault(pair, experiments.synthetic_data(pair)),
+                    out=out if seed else None,
+                    produced_by="python scripts/lesson07_experiments.py --coverage",
+                )
+                print(json.dumps({k: res[k] for k in ("model", "seed", "bleu", "aer", "train_seconds")}), flush=True)
 
 
 DEEP_DECODER = {"num_decoder_layers": 4}  # Shift-Att needs a decoder with layers below the aligning one
@@ -231,9 +268,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--explanation", action="store_true", help="only the attention-as-explanation tests")
     ap.add_argument("--seeds", action="store_true", help="only train the extra seeds of SEED_RUNS")
     ap.add_argument("--deep-decoder", action="store_true", help="only train transformer_dec4 (Shift-Att)")
+    ap.add_argument("--coverage", nargs="*", metavar="NAME", help="only train the coverage runs (all, or these)")
     ap.add_argument("--monotonic-2k", action="store_true", help="only train bahdanau_monotonic_2k (2x the steps)")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
+    if args.coverage is not None:
+        train_coverage(args.coverage)
+        return 0
     if args.explanation:
         explanation()
         return 0
