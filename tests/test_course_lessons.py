@@ -4,12 +4,14 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 from attnlab.course import lessons  # noqa: E402
 from attnlab.data.corpus import Pair  # noqa: E402
+from attnlab.training.results import read_result  # noqa: E402
 
 
 def test_setup_lesson_sets_seed_print_options_and_figures():
@@ -124,3 +126,17 @@ def test_shipped_figures_reads_the_shipped_run():
     assert params > 0
     with pytest.raises(ValueError, match="pair must be one of 'fr', 'ko', got 'de'"):
         lessons.shipped_figures("bahdanau", "de", ["bleu"])
+
+
+def test_seed_files_and_seed_summary_read_the_shipped_seeds():
+    from attnlab.course.lessons import seed_files, seed_summary
+
+    assert seed_files("bahdanau", "fr") == ["bahdanau", "bahdanau_seed1", "bahdanau_seed2"]
+    assert seed_files("bahdanau", "ko", (0, 2)) == ["bahdanau_ko", "bahdanau_ko_seed2"]
+    s = seed_summary("bahdanau", "fr", ("bleu", "aer"))
+    assert s["n"] == 3 and s["files"] == seed_files("bahdanau", "fr")
+    bleus = [read_result(f)["bleu"] for f in s["files"]]
+    assert s["mean"]["bleu"] == pytest.approx(np.mean(bleus)) and s["sd"]["bleu"] == pytest.approx(np.std(bleus, ddof=1))
+    one = seed_summary("bahdanau", "ko", ("bleu",), seeds=(0,))
+    assert one["n"] == 1 and one["sd"]["bleu"] is None
+    assert seed_summary("no_such_run", "fr", ("bleu",)) is None

@@ -967,3 +967,16 @@ def test_coverage_phase_off_is_the_model_without_the_coverage_term():
         zero = model(SRC, TGT_IN)
     assert not torch.allclose(on, off)
     torch.testing.assert_close(off, zero, atol=0, rtol=0)
+
+
+def test_gold_fertility_counts_sure_links_and_optionally_the_possible_ones():
+    pair = Pair(
+        src=("every", "bird", "sings", "."),
+        tgt=("모든", "새", "가", "노래한다", "."),
+        align=((0,), (1,), (), (2,), (3,)),
+        possible=((), (), (1,), (), ()),
+    )
+    assert gold.gold_fertility(pair) == [1, 1, 1, 1]
+    assert gold.gold_fertility(pair, possible=True) == [1, 2, 1, 1]  # the particle 가 goes with 새 (bird)
+    fr = Pair(src=("next", "to", "it"), tgt=("à", "côté", "de", "lui"), align=((0, 1), (0, 1), (0, 1), (2,)))
+    assert gold.gold_fertility(fr) == gold.gold_fertility(fr, possible=True) == [3, 3, 1]

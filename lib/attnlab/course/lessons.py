@@ -20,6 +20,8 @@ from attnlab.data.corpus import Pair, Splits
 from attnlab.training import experiments, results
 
 __all__ = [
+    "seed_files",
+    "seed_summary",
     "setup_lesson",
     "attention_peaks",
     "peak_offsets",
@@ -124,6 +126,32 @@ def shipped_figures(name: str, pair: str, figures: Sequence[str]) -> tuple[dict,
     r, _ = results.find_result(experiments.result_name(name, pair))
     by = {"em_31_40": r["by_bucket"]["31-40"]["exact_match"]}
     return {fig: by.get(fig, r.get(fig)) for fig in figures}, r["params"]
+
+
+def seed_files(name: str, pair: str = "fr", seeds: Sequence[int] = (0, 1, 2)) -> list[str]:
+    """File names of ``name``'s runs on ``pair`` with ``seeds``: ``NAME[_ko]`` for seed 0, ``NAME[_ko]_seedK`` else."""
+    base = experiments.result_name(name, pair)
+    return [base if check_int("seed", k, minimum=0) == 0 else f"{base}_seed{k}" for k in seeds]
+
+
+def seed_summary(name: str, pair: str, figures: Sequence[str], seeds: Sequence[int] = (0, 1, 2)) -> dict | None:
+    """Mean and sample sd (``n - 1``) of ``figures`` over the *shipped* runs of ``name`` among ``seeds``.
+
+    Returns:
+        ``{"mean": {fig: x}, "sd": {fig: x or None}, "n": runs found, "files": [...], "params": int}`` (the form
+        :func:`compare_seeds` and :func:`attnlab.viz.tables.mean_sd_table` read; ``sd`` is ``None`` for one run,
+        ``0.0`` in :func:`compare_seeds` terms is never assumed), or ``None`` when no run is shipped.
+    """
+    files = [f for f in seed_files(name, pair, seeds) if results.results_path(f, shipped=True).exists()]
+    if not files:
+        return None
+    runs = [results.read_result(f) for f in files]
+    mean, sd = {}, {}
+    for fig in figures:
+        values = np.array([r[fig] for r in runs if r.get(fig) is not None], dtype=float)
+        mean[fig] = float(values.mean()) if len(values) else None
+        sd[fig] = float(values.std(ddof=1)) if len(values) > 1 else None
+    return {"mean": mean, "sd": sd, "n": len(files), "files": files, "params": runs[0]["params"]}
 
 
 def compare_seeds(a: Mapping, b: Mapping, fig: str, *, lower_is_better: bool = False) -> int:
