@@ -29,8 +29,8 @@ lesson's steps, and ``bahdanau`` beside it (``bahdanau_monotonic_2k``, ``bahdana
 ``--coverage`` trains the runs of the rebuilt lesson 07 (coverage, fertility and supervision):
 :data:`COVERAGE_RUNS` -- See et al.'s recipe, the floored fertility and the under-translation term -- on
 both pairs with seeds 0, 1 and 2 (seed 0 of every run first, French before Korean, then seed 1, then
-seed 2), each shipped as its own file (seed 0 as ``NAME[_ko]``, the others as ``NAME[_ko]_seedK``); a run whose results are
-already shipped is skipped, so the command resumes where it stopped.
+seed 2), each shipped as its own file (seed 0 as ``NAME[_ko]``, the others as ``NAME[_ko]_seedK``); a run
+whose results are already shipped is skipped, so the command resumes where it stopped.
 
 Afterwards (or with ``--table-only``) every shipped lesson-07 run and its baselines are decoded on the
 test split once more to count dropped and repeated words per bucket
