@@ -140,3 +140,16 @@ def test_seed_files_and_seed_summary_read_the_shipped_seeds():
     one = seed_summary("bahdanau", "ko", ("bleu",), seeds=(0,))
     assert one["n"] == 1 and one["sd"]["bleu"] is None
     assert seed_summary("no_such_run", "fr", ("bleu",)) is None
+
+
+def test_seed_verdict_borrows_the_spread_of_the_side_with_seeds():
+    from attnlab.course.lessons import seed_verdict
+
+    three = {"mean": {"bleu": 98.7, "aer": 0.11}, "sd": {"bleu": 0.2, "aer": 0.01}}
+    one = {"mean": {"bleu": 99.2, "aer": 0.05}, "sd": {"bleu": None, "aer": None}}
+    assert seed_verdict(one, three, "bleu") == "better"  # 0.5 > 0.2 + 0.2
+    assert seed_verdict(three, one, "bleu") == "worse"
+    assert seed_verdict({**one, "mean": {"bleu": 99.0}}, three, "bleu") == "tie"  # 0.3 <= 0.4
+    assert seed_verdict(one, three, "aer", lower_is_better=True) == "better"
+    assert seed_verdict(one, one, "bleu") == "unknown (1 run each)"
+    assert seed_verdict(None, three, "bleu") == "not trained"

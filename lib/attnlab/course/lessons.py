@@ -22,6 +22,7 @@ from attnlab.training import experiments, results
 __all__ = [
     "seed_files",
     "seed_summary",
+    "seed_verdict",
     "setup_lesson",
     "attention_peaks",
     "peak_offsets",
@@ -167,6 +168,24 @@ def compare_seeds(a: Mapping, b: Mapping, fig: str, *, lower_is_better: bool = F
     if abs(gap) <= a["sd"][fig] + b["sd"][fig]:
         return 0
     return int(np.sign(-gap if lower_is_better else gap))
+
+
+def seed_verdict(a: Mapping | None, b: Mapping | None, fig: str, *, lower_is_better: bool = False) -> str:
+    """``a`` against ``b`` on ``fig`` by :func:`compare_seeds`'s rule, for summaries of :func:`seed_summary`.
+
+    A side with a single run (``sd`` None) borrows the other side's sd -- the spread it would have if its
+    seeds varied as much; with a single run on both sides the answer is ``"unknown (1 run each)"``, and
+    ``"not trained"`` when either summary is ``None``. Otherwise ``"better"``, ``"worse"`` or ``"tie"``.
+    """
+    if a is None or b is None:
+        return "not trained"
+    sd_a, sd_b = a["sd"].get(fig), b["sd"].get(fig)
+    if sd_a is None and sd_b is None:
+        return "unknown (1 run each)"
+    sd_a, sd_b = (sd_b if sd_a is None else sd_a), (sd_a if sd_b is None else sd_b)
+    spread_a, spread_b = {"mean": a["mean"], "sd": {fig: sd_a}}, {"mean": b["mean"], "sd": {fig: sd_b}}
+    sign = compare_seeds(spread_a, spread_b, fig, lower_is_better=lower_is_better)
+    return {1: "better", -1: "worse", 0: "tie"}[sign]
 
 
 def claim_verdict(signs: Sequence[int]) -> str:
