@@ -102,8 +102,34 @@ def seed_file(name: str, pair: str, seed: int) -> str:
     return base if seed == 0 else f"{base}_seed{seed}"
 
 
+def count_long_errors(files: list[str]) -> None:
+    """Dropped/repeated words at 31-40 tokens (greedy) of shipped runs not yet counted, into ``lesson07_errors.json``.
+
+    Only the longest bucket (500 sentences per pair): it is where the errors are, and decoding the whole
+    test split again for every seed would cost as much as a third of a training run on the course machine.
+    """
+    errors = results.read_comparison("lesson07_errors")
+    tests = {}
+    for file in files:
+        if file in errors or not results.results_path(file, shipped=True).exists():
+            continue
+        model, meta, _ = experiments.load_trained(file, prefer_live=False)
+        pair = meta.get("pair", "fr")
+        long = tests.setdefault(pair, [p for p in load_splits(target=pair).test if p.bucket == "31-40"])
+        hyps, _, _ = translate(model.eval(), [p.src for p in long], meta["src_vocab"], meta["tgt_vocab"])
+        errors[file] = coverage_errors(hyps, long)
+        results.write_comparison("lesson07_errors", errors)
+        print(file, json.dumps(errors[file]["31-40"]), flush=True)
+
+
 def train_coverage(only: list[str] | None = None) -> None:
-    """Train every run of :data:`COVERAGE_RUNS` x pairs x :data:`COVERAGE_SEEDS` not shipped yet, seed by seed."""
+    """Train every run of :data:`COVERAGE_RUNS` x pairs x :data:`COVERAGE_SEEDS` not shipped yet, seed by seed.
+
+    Each run's dropped and repeated words at 31-40 tokens are counted after it (:func:`count_long_errors`).
+    """
+    names = only or COVERAGE_RUNS
+    every = [seed_file(n, pair, seed) for seed in COVERAGE_SEEDS for pair in experiments.PAIRS for n in names]
+    count_long_errors(every)  # runs shipped by an earlier, interrupted call
     data = {}
     for seed in COVERAGE_SEEDS:
         for pair in experiments.PAIRS:  # every mechanism measured once on French first: the runs are slow
@@ -123,6 +149,7 @@ def train_coverage(only: list[str] | None = None) -> None:
                     produced_by="python scripts/lesson07_experiments.py --coverage",
                 )
                 print(json.dumps({k: res[k] for k in ("model", "seed", "bleu", "aer", "train_seconds")}), flush=True)
+                count_long_errors([out])
 
 
 DEEP_DECODER = {"num_decoder_layers": 4}  # Shift-Att needs a decoder with layers below the aligning one
