@@ -31,6 +31,7 @@ lesson's steps, and ``bahdanau`` beside it (``bahdanau_monotonic_2k``, ``bahdana
 both pairs with seeds 0, 1 and 2 (seed 0 of every run first, French before Korean, then seed 1, then
 seed 2), each shipped as its own file (seed 0 as ``NAME[_ko]``, the others as ``NAME[_ko]_seedK``); a run
 whose results are already shipped is skipped, so the command resumes where it stopped.
+``--count-errors`` counts their dropped and repeated words at 31-40 tokens into ``lesson07_errors.json``.
 
 Afterwards (or with ``--table-only``) every shipped lesson-07 run and its baselines are decoded on the
 test split once more to count dropped and repeated words per bucket
@@ -125,11 +126,8 @@ def count_long_errors(files: list[str]) -> None:
 def train_coverage(only: list[str] | None = None) -> None:
     """Train every run of :data:`COVERAGE_RUNS` x pairs x :data:`COVERAGE_SEEDS` not shipped yet, seed by seed.
 
-    Each run's dropped and repeated words at 31-40 tokens are counted after it (:func:`count_long_errors`).
+    Their dropped and repeated words are counted afterwards, by ``--count-errors`` (:func:`count_long_errors`).
     """
-    names = only or COVERAGE_RUNS
-    every = [seed_file(n, pair, seed) for seed in COVERAGE_SEEDS for pair in experiments.PAIRS for n in names]
-    count_long_errors(every)  # runs shipped by an earlier, interrupted call
     data = {}
     for seed in COVERAGE_SEEDS:
         for pair in experiments.PAIRS:  # every mechanism measured once on French first: the runs are slow
@@ -149,7 +147,12 @@ def train_coverage(only: list[str] | None = None) -> None:
                     produced_by="python scripts/lesson07_experiments.py --coverage",
                 )
                 print(json.dumps({k: res[k] for k in ("model", "seed", "bleu", "aer", "train_seconds")}), flush=True)
-                count_long_errors([out])
+
+
+def coverage_files() -> list[str]:
+    """Every file :func:`train_coverage` ships, in its order."""
+    pairs = experiments.PAIRS
+    return [seed_file(n, pair, seed) for seed in COVERAGE_SEEDS for pair in pairs for n in COVERAGE_RUNS]
 
 
 DEEP_DECODER = {"num_decoder_layers": 4}  # Shift-Att needs a decoder with layers below the aligning one
@@ -296,9 +299,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", action="store_true", help="only train the extra seeds of SEED_RUNS")
     ap.add_argument("--deep-decoder", action="store_true", help="only train transformer_dec4 (Shift-Att)")
     ap.add_argument("--coverage", nargs="*", metavar="NAME", help="only train the coverage runs (all, or these)")
+    ap.add_argument("--count-errors", action="store_true", help="only count the coverage runs' errors at 31-40")
     ap.add_argument("--monotonic-2k", action="store_true", help="only train bahdanau_monotonic_2k (2x the steps)")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
+    if args.count_errors:
+        count_long_errors(coverage_files())
+        return 0
     if args.coverage is not None:
         train_coverage(args.coverage)
         return 0
