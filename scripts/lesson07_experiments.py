@@ -8,23 +8,21 @@ Each preset of :mod:`attnlab.training.experiments` named ``bahdanau_<variant>`` 
 model's cpu preset (same sizes, 1,000 steps, seed 0) with one switch of :class:`attnlab.models.rnn.RNNConfig`
 turned on (two or three where a variant needs them); ``agreement_0``/``agreement`` train two such models
 at once (:mod:`attnlab.models.agreement`). The multi-source runs have their own script,
-``scripts/lesson07_multisource.py``. Without names the default runs below are trained, one after the
+``scripts/lesson13_multisource.py``. Without names the default runs below are trained, one after the
 other, one thread each, through :func:`attnlab.training.experiments.run` with ``ship=True`` (checkpoints in
 ``data/checkpoints``,
 results in ``data/results``).
 
-With ``--explanation`` (also run after training) three shipped models that translate about equally
-well -- ``bahdanau``, ``luong_concat`` and ``luong_location`` -- go through two of Jain & Wallace's
-(2019) tests: BLEU when their attention is replaced by uniform weights
-(:func:`attnlab.training.explain.uniform_attention`), and the agreement of each content token's attention
-with leave-one-out importance (:func:`attnlab.training.explain.leave_one_out_importance`) on 60 test
-sentences of 11-20 tokens; the figures go to ``data/results/comparisons/lesson07_explanation.json``.
+The tests of attention as an explanation (lesson 09), with their extra seeds and the four-layer
+decoder, are ``scripts/lesson09_explain.py``; ``--monotonic-2k`` trains ``bahdanau_monotonic`` for twice
+the lesson's steps, and ``bahdanau`` beside it (``bahdanau_monotonic_2k``, ``bahdanau_2k``).
 
-``--seeds`` trains ``bahdanau`` and ``luong_location`` again with seeds 1 and 2 (shipped as
-``NAME_seedK``: the variance of attention across seeds); ``--deep-decoder`` trains the lesson-6
-Transformer with four decoder layers (``transformer_dec4``, for Shift-Att in
-``scripts/lesson07_explain.py``); ``--monotonic-2k`` trains ``bahdanau_monotonic`` for twice the
-lesson's steps, and ``bahdanau`` beside it (``bahdanau_monotonic_2k``, ``bahdanau_2k``).
+``--coverage`` trains the runs of the rebuilt lesson 07 (coverage, fertility and supervision):
+:data:`COVERAGE_RUNS` -- See et al.'s recipe, the floored fertility and the under-translation term -- on
+both pairs with seeds 0, 1 and 2 (seed 0 of every run first, French before Korean, then seed 1, then
+seed 2), each shipped as its own file (seed 0 as ``NAME[_ko]``, the others as ``NAME[_ko]_seedK``); a run
+whose results are already shipped is skipped, so the command resumes where it stopped.
+``--count-errors`` counts their dropped and repeated words at 31-40 tokens into ``lesson07_errors.json``.
 
 Afterwards (or with ``--table-only``) every shipped lesson-07 run and its baselines are decoded on the
 test split once more to count dropped and repeated words per bucket
@@ -38,16 +36,13 @@ import argparse
 import json
 import sys
 
-import numpy as np
 import torch
-from scipy.stats import spearmanr
 
 from attnlab.data.corpus import BUCKET_NAMES, load_splits
-from attnlab.data.metrics import corpus_bleu, coverage_errors
-from attnlab.models.decoding import forced_attention, translate
+from attnlab.data.metrics import coverage_errors
+from attnlab.models.decoding import translate
 from attnlab.training import experiments, results
 from attnlab.training.checkpoint import CheckpointError
-from attnlab.training.explain import leave_one_out_importance, uniform_attention
 
 RUNS = [
     ("bahdanau_supervised", "fr"),
@@ -82,33 +77,66 @@ RUNS = [
 AGREEMENT = [("agreement_0", "fr"), ("agreement", "fr"), ("agreement_0", "ko"), ("agreement", "ko")]
 BASELINES = [("rnn_noattn", "fr"), ("bahdanau", "fr"), ("bahdanau", "ko"), ("rnn_noattn", "ko")] + AGREEMENT
 VARIANTS = [n for n in experiments.EXPERIMENTS if n.startswith("bahdanau_")]
-EXPLAINED = ["bahdanau", "luong_concat", "luong_location"]
-EXPLANATION_SENTENCES = 60  # leave-one-out costs one forward pass per source word
-SEED_RUNS = ["bahdanau", "luong_location"]  # one aligns well, one does not (lesson 03)
-EXTRA_SEEDS = (1, 2)  # seed 0 is the shipped run of each
+COVERAGE_RUNS = ["bahdanau_coverage_see", "bahdanau_fertility_floor", "bahdanau_undertranslation"]
+COVERAGE_SEEDS = (0, 1, 2)
 
 
-DEEP_DECODER = {"num_decoder_layers": 4}  # Shift-Att needs a decoder with layers below the aligning one
+def seed_file(name: str, pair: str, seed: int) -> str:
+    """The shipped file of ``name`` on ``pair`` with ``seed``: ``NAME[_ko]``, or ``NAME[_ko]_seedK`` for ``K > 0``."""
+    base = experiments.result_name(name, pair)
+    return base if seed == 0 else f"{base}_seed{seed}"
 
 
-def train_deep_decoder() -> None:
-    """Train the lesson-6 Transformer preset with a 4-layer decoder and ship it as ``transformer_dec4``.
+def count_long_errors(files: list[str]) -> None:
+    """Dropped/repeated words at 31-40 tokens (greedy) of shipped runs not yet counted, into ``lesson07_errors.json``.
 
-    Chen et al. (2020) read alignments from a middle layer of a 6-layer decoder one step late
-    (Shift-Att); the shipped Transformers have one decoder layer, where the trick cannot work.
-    ``scripts/lesson07_explain.py`` scores this model's layers.
+    Only the longest bucket (500 sentences per pair): it is where the errors are, and decoding the whole
+    test split again for every seed would cost as much as a third of a training run on the course machine.
     """
-    _, res = experiments.run(
-        "transformer",
-        pair="fr",
-        profile="cpu",
-        progress=False,
-        ship=True,
-        model_config=DEEP_DECODER,
-        out="transformer_dec4",
-        produced_by="python scripts/lesson07_experiments.py --deep-decoder",
-    )
-    print(json.dumps({k: res[k] for k in ("model", "bleu", "aer", "params", "train_seconds")}))
+    errors = results.read_comparison("lesson07_errors")
+    tests = {}
+    for file in files:
+        if file in errors or not results.results_path(file, shipped=True).exists():
+            continue
+        model, meta, _ = experiments.load_trained(file, prefer_live=False)
+        pair = meta.get("pair", "fr")
+        long = tests.setdefault(pair, [p for p in load_splits(target=pair).test if p.bucket == "31-40"])
+        hyps, _, _ = translate(model.eval(), [p.src for p in long], meta["src_vocab"], meta["tgt_vocab"])
+        errors[file] = coverage_errors(hyps, long)
+        results.write_comparison("lesson07_errors", errors)
+        print(file, json.dumps(errors[file]["31-40"]), flush=True)
+
+
+def train_coverage(only: list[str] | None = None) -> None:
+    """Train every run of :data:`COVERAGE_RUNS` x pairs x :data:`COVERAGE_SEEDS` not shipped yet, seed by seed.
+
+    Their dropped and repeated words are counted afterwards, by ``--count-errors`` (:func:`count_long_errors`).
+    """
+    data = {}
+    for seed in COVERAGE_SEEDS:
+        for pair in experiments.PAIRS:  # every mechanism measured once on French first: the runs are slow
+            for name in only or COVERAGE_RUNS:
+                out = seed_file(name, pair, seed)
+                if results.results_path(out, shipped=True).exists():
+                    continue
+                _, res = experiments.run(
+                    name,
+                    pair=pair,
+                    profile="cpu",
+                    progress=False,
+                    ship=True,
+                    seed=seed,
+                    data=data.setdefault(pair, experiments.synthetic_data(pair)),
+                    out=out if seed else None,
+                    produced_by="python scripts/lesson07_experiments.py --coverage",
+                )
+                print(json.dumps({k: res[k] for k in ("model", "seed", "bleu", "aer", "train_seconds")}), flush=True)
+
+
+def coverage_files() -> list[str]:
+    """Every file :func:`train_coverage` ships, in its order."""
+    pairs = experiments.PAIRS
+    return [seed_file(n, pair, seed) for seed in COVERAGE_SEEDS for pair in pairs for n in COVERAGE_RUNS]
 
 
 def train_monotonic_long() -> None:
@@ -130,65 +158,6 @@ def train_monotonic_long() -> None:
         )
         keys = ("model", "bleu", "aer", "align_content", "train_steps", "train_seconds")
         print(json.dumps({k: res[k] for k in keys}))
-
-
-def train_seeds() -> None:
-    """Train :data:`SEED_RUNS` again with :data:`EXTRA_SEEDS` (English->French) and ship them as ``NAME_seedK``.
-
-    Everything but the seed is the preset's, so the spread of their attention maps is the part of
-    attention that the data does not determine (Jain & Wallace's "variance across seeds").
-    """
-    data = experiments.synthetic_data("fr")
-    for name in SEED_RUNS:
-        for seed in EXTRA_SEEDS:
-            _, res = experiments.run(
-                name,
-                pair="fr",
-                profile="cpu",
-                progress=False,
-                ship=True,
-                seed=seed,
-                data=data,
-                out=f"{name}_seed{seed}",
-                produced_by="python scripts/lesson07_experiments.py --seeds",
-            )
-            print(json.dumps({k: res[k] for k in ("model", "seed", "bleu", "aer", "train_seconds")}))
-
-
-def explanation() -> dict:
-    """Uniform-attention BLEU and attention vs leave-one-out importance for :data:`EXPLAINED` (English->French)."""
-    test = load_splits(target="fr").test
-    sample = [p for p in test if p.bucket == "11-20"][:EXPLANATION_SENTENCES]
-    out = {"sentences": len(sample), "bucket": "11-20", "models": {}}
-    for file in EXPLAINED:
-        model, meta, _ = experiments.load_trained(file, prefer_live=False)
-        model.eval()
-        sv, tv = meta["src_vocab"], meta["tgt_vocab"]
-        refs = [p.tgt for p in sample]
-        hyps, _, _ = translate(model, [p.src for p in sample], sv, tv)
-        with uniform_attention(model):
-            uniform, _, _ = translate(model, [p.src for p in sample], sv, tv)
-        attns = forced_attention(model, sample, sv, tv)
-        rho, same_top, gold_top = [], [], []
-        for attn, pair in zip(attns, sample, strict=True):
-            importance = leave_one_out_importance(model, pair, sv, tv).numpy()  # (T, S)
-            for t, is_content in enumerate(pair.content):
-                if not is_content:
-                    continue
-                rho.append(spearmanr(attn[t], importance[t]).statistic)
-                same_top.append(int(attn[t].argmax()) == int(importance[t].argmax()))
-                gold_top.append(int(importance[t].argmax()) in pair.align[t])
-        out["models"][file] = {
-            "bleu": corpus_bleu(hyps, refs),
-            "bleu_uniform": corpus_bleu(uniform, refs),
-            "spearman_attention_loo": float(np.nanmean(rho)),
-            "top_attention_is_top_loo": float(np.mean(same_top)),
-            "top_loo_on_gold": float(np.mean(gold_top)),
-            "content_tokens": len(rho),
-        }
-        print(file, json.dumps(out["models"][file]))
-    results.write_comparison("lesson07_explanation", out)
-    return out
 
 
 def count_errors() -> dict:
@@ -228,20 +197,16 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="*", help="NAME[:PAIR] (default: the lesson's runs)")
     ap.add_argument("--table-only", action="store_true", help="count and print from the shipped files only")
-    ap.add_argument("--explanation", action="store_true", help="only the attention-as-explanation tests")
-    ap.add_argument("--seeds", action="store_true", help="only train the extra seeds of SEED_RUNS")
-    ap.add_argument("--deep-decoder", action="store_true", help="only train transformer_dec4 (Shift-Att)")
+    ap.add_argument("--coverage", nargs="*", metavar="NAME", help="only train the coverage runs (all, or these)")
+    ap.add_argument("--count-errors", action="store_true", help="only count the coverage runs' errors at 31-40")
     ap.add_argument("--monotonic-2k", action="store_true", help="only train bahdanau_monotonic_2k (2x the steps)")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
-    if args.explanation:
-        explanation()
+    if args.count_errors:
+        count_long_errors(coverage_files())
         return 0
-    if args.seeds:
-        train_seeds()
-        return 0
-    if args.deep_decoder:
-        train_deep_decoder()
+    if args.coverage is not None:
+        train_coverage(args.coverage)
         return 0
     if args.monotonic_2k:
         train_monotonic_long()
@@ -250,7 +215,6 @@ def main(argv: list[str] | None = None) -> int:
     if not args.table_only:
         for name, pair in runs:
             experiments.main([name, "--pair", pair, "--ship", "--profile", "cpu"])
-        explanation()
     table(count_errors())
     return 0
 

@@ -4,12 +4,14 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 from attnlab.course import lessons  # noqa: E402
 from attnlab.data.corpus import Pair  # noqa: E402
+from attnlab.training.results import read_result  # noqa: E402
 
 
 def test_setup_lesson_sets_seed_print_options_and_figures():
@@ -180,3 +182,28 @@ def test_seed_summary_is_the_mean_and_sample_sd_of_the_shipped_seeds():
     assert s["sd"]["aer"] == pytest.approx(np.std([r["aer"] for r in runs], ddof=1))
     assert s["params"] == runs[0]["params"] and s["seeds"] == [0, 1, 2]
     assert lessons.seed_summary("bahdanau", "ko", ["bleu"]) is None  # only seed 0 is shipped for Korean
+def test_seed_files_and_seed_summary_read_the_shipped_seeds():
+    from attnlab.course.lessons import seed_files, seed_summary
+
+    assert seed_files("bahdanau", "fr") == ["bahdanau", "bahdanau_seed1", "bahdanau_seed2"]
+    assert seed_files("bahdanau", "ko", (0, 2)) == ["bahdanau_ko", "bahdanau_ko_seed2"]
+    s = seed_summary("bahdanau", "fr", ("bleu", "aer"))
+    assert s["n"] == 3 and s["files"] == seed_files("bahdanau", "fr")
+    bleus = [read_result(f)["bleu"] for f in s["files"]]
+    assert s["mean"]["bleu"] == pytest.approx(np.mean(bleus)) and s["sd"]["bleu"] == pytest.approx(np.std(bleus, ddof=1))
+    one = seed_summary("bahdanau", "ko", ("bleu",), seeds=(0,))
+    assert one["n"] == 1 and one["sd"]["bleu"] is None
+    assert seed_summary("no_such_run", "fr", ("bleu",)) is None
+
+
+def test_seed_verdict_borrows_the_spread_of_the_side_with_seeds():
+    from attnlab.course.lessons import seed_verdict
+
+    three = {"mean": {"bleu": 98.7, "aer": 0.11}, "sd": {"bleu": 0.2, "aer": 0.01}}
+    one = {"mean": {"bleu": 99.2, "aer": 0.05}, "sd": {"bleu": None, "aer": None}}
+    assert seed_verdict(one, three, "bleu") == "better"  # 0.5 > 0.2 + 0.2
+    assert seed_verdict(three, one, "bleu") == "worse"
+    assert seed_verdict({**one, "mean": {"bleu": 99.0}}, three, "bleu") == "tie"  # 0.3 <= 0.4
+    assert seed_verdict(one, three, "aer", lower_is_better=True) == "better"
+    assert seed_verdict(one, one, "bleu") == "unknown (1 run each)"
+    assert seed_verdict(None, three, "bleu") == "not trained"

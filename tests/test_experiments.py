@@ -232,6 +232,9 @@ LESSON07_SWITCHES = {
     "fertility",
     "entropy_bonus",
     "reinforce_mix",
+    "fertility_floor",
+    "coverage_loss_from",
+    "undertranslation_loss",
 }
 
 

@@ -395,3 +395,42 @@ def test_fit_budget_takes_another_loss_and_metrics_and_refuses_a_smoothing_it_wo
         fit_budget(model, dls, steps=1, progress=False, loss_func=ce, label_smoothing=0.1)
     with pytest.raises(TypeError, match="loss_func must be callable"):
         fit_budget(model, dls, steps=1, progress=False, loss_func="cross-entropy")
+
+
+def test_coverage_phase_switches_coverage_on_for_the_final_share_and_fertility_is_traced():
+    """fit_budget adds CoveragePhase for a coverage_loss_from model (off for the first 3 of 4 steps at
+    f = 0.75, on for the last, on after the fit) and FertilityTrace for a fertility model."""
+    from fastai.callback.core import Callback
+
+    from attnlab.data.loaders import make_dataloaders
+    from attnlab.data.vocab import build_vocabs
+    from attnlab.models.rnn import RNNConfig, Seq2SeqRNN
+    from attnlab.training.train import CoveragePhase, FertilityTrace, fit_budget, set_seed
+
+    from .conftest import copy_task_splits
+
+    class Seen(Callback):
+        order = 60  # after CoveragePhase (52)
+
+        def before_fit(self):
+            self.phases = []
+
+        def before_batch(self):
+            if self.training:
+                self.phases.append(self.learn.model.coverage_phase)
+
+    set_seed(0)
+    splits = copy_task_splits(n_train=256)
+    src_vocab, tgt_vocab = build_vocabs(splits)
+    dls = make_dataloaders(splits, src_vocab, tgt_vocab, bs=64)
+    common = dict(emb_dim=8, hid_dim=16, attention="bahdanau", coverage=True, coverage_loss=1.0)
+    model = Seq2SeqRNN(RNNConfig(len(src_vocab), len(tgt_vocab), coverage_loss_from=0.75, **common))
+    seen = Seen()
+    learn, stats = fit_budget(model, dls, steps=4, progress=False, cbs=[seen])
+    assert seen.phases == [False, False, False, True] and model.coverage_phase
+    assert CoveragePhase in [type(cb) for cb in learn.cbs] and not stats.fertility_trace
+    model = Seq2SeqRNN(RNNConfig(len(src_vocab), len(tgt_vocab), fertility=2, fertility_floor=0.5, **common))
+    learn, stats = fit_budget(model, dls, steps=4, progress=False, loss_every=2)
+    assert FertilityTrace in [type(cb) for cb in learn.cbs] and CoveragePhase not in [type(cb) for cb in learn.cbs]
+    assert [p["step"] for p in stats.fertility_trace] == [1, 2, 4]
+    assert all(0.5 <= p["p10"] <= p["median"] <= p["p90"] <= 2.0 for p in stats.fertility_trace)

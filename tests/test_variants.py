@@ -29,6 +29,9 @@ VARIANTS = {
     "gumbel_annealed": dict(hard="gumbel", temperature=1.0, temperature_final=0.5),
     "fertility": dict(coverage=True, fertility=2, coverage_loss=1.0),
     "reinforce": dict(hard="reinforce", entropy_bonus=0.01),
+    "coverage_see": dict(coverage=True, coverage_loss=1.0, coverage_loss_from=0.8),
+    "undertranslation": dict(undertranslation_loss=1.0),
+    "fertility_floor": dict(coverage=True, fertility=2, fertility_floor=0.5, coverage_loss=1.0),
 }
 
 
@@ -306,7 +309,7 @@ def test_each_variant_trains_decodes_and_round_trips_through_a_checkpoint(name, 
     loss.backward()
     trained = ("score", "coverage", "prev_", "fertility")
     assert all(p.grad is not None for n, p in model.named_parameters() if n.startswith(trained))
-    if VARIANTS[name].get("coverage_loss") or VARIANTS[name].get("align_loss"):
+    if any(VARIANTS[name].get(k) for k in ("coverage_loss", "align_loss", "undertranslation_loss")):
         assert model.aux_loss is not None and float(model.aux_loss.detach()) > 0
     model.eval()
     out = beam_search(model, SRC, beam=2, max_len=6)
@@ -869,3 +872,111 @@ def test_the_model_reads_its_temperature_from_the_attribute_and_checkpoints_igno
     save_checkpoint(model, tmp_path / "m", src_vocab=src_vocab, tgt_vocab=tgt_vocab)
     loaded, _ = load_checkpoint(tmp_path / "m")
     assert loaded.temperature == 1.0 and set(loaded.state_dict()) == set(tiny(hard="gumbel").state_dict())
+
+
+# ----------------------------------------------------------------- lesson 07: under-translation, See's phase, floor
+def undertranslation_reference(attn, src_keep, tgt_keep):
+    total, steps = 0.0, int(tgt_keep.sum())
+    for b in range(attn.shape[0]):
+        for j in range(attn.shape[2]):
+            if src_keep[b, j]:
+                got = sum(float(attn[b, t, j]) for t in range(attn.shape[1]) if tgt_keep[b, t])
+                total += (1 - got) ** 2
+    return total / steps
+
+
+@pytest.mark.numeric
+def test_undertranslation_loss_matches_the_loop_and_ignores_padding():
+    g = torch.Generator().manual_seed(5)
+    attn = torch.softmax(torch.randn(3, 6, 5, generator=g), -1)  # (B, T, S)
+    src_keep = torch.ones(3, 5, dtype=torch.bool)
+    src_keep[2, 3:] = False
+    tgt_keep = torch.ones(3, 6, dtype=torch.bool)
+    tgt_keep[1, 4:] = False
+    got = float(variants.undertranslation_loss(attn, src_keep, tgt_keep))
+    assert got == pytest.approx(undertranslation_reference(attn, src_keep, tgt_keep), abs=1e-6)
+    noisy = attn.clone()
+    noisy[1, 4:] = 9.0  # padded steps
+    assert float(variants.undertranslation_loss(noisy, src_keep, tgt_keep)) == pytest.approx(got, abs=1e-6)
+
+
+def test_undertranslation_loss_is_zero_for_one_unit_per_word_and_charges_a_drop_that_see_misses():
+    once = torch.eye(3).unsqueeze(0)  # (1, 3, 3): every word read once
+    keep = torch.ones(1, 3, dtype=torch.bool)
+    assert float(variants.undertranslation_loss(once, keep)) == 0.0
+    split = torch.tensor([[[0.5, 0.5, 0], [0.5, 0.5, 0], [0, 0, 1.0]]])  # words 0, 1 read by two steps: sums 1
+    assert float(variants.undertranslation_loss(split, keep)) == 0.0
+    assert float(variants.coverage_loss(split)) == pytest.approx(1 / 3)  # See et al. charge the split
+    dropped = torch.tensor([[[1.0, 0, 0], [1.0, 0, 0], [0, 1.0, 0]]])  # word 2 never read, word 0 twice
+    assert float(variants.undertranslation_loss(dropped, keep)) == pytest.approx(2 / 3)  # (1-2)^2 + (1-0)^2
+    assert float(variants.coverage_loss(dropped)) == pytest.approx(1 / 3)  # only the repeat
+    with pytest.raises(ValueError, match=r"src_keep must be a bool \(B, S\)"):
+        variants.undertranslation_loss(once, torch.ones(1, 4, dtype=torch.bool))
+
+
+def test_coverage_loss_charges_attention_split_over_steps_even_when_no_word_gets_more_than_one_unit():
+    # the loss is min(a, C): it is zero only when no word is attended at two steps, not when sums stay <= 1
+    g = torch.Generator().manual_seed(6)
+    for _ in range(20):
+        attn = torch.softmax(torch.randn(1, 4, 6, generator=g), -1) / 4  # (1, T, S) column sums <= 1
+        assert bool((attn.sum(1) <= 1).all()) and float(variants.coverage_loss(attn)) > 0
+    perm = torch.eye(5)[torch.randperm(5, generator=g)].unsqueeze(0)  # disjoint one-hot steps
+    assert float(variants.coverage_loss(perm)) == 0.0
+
+
+def test_fertility_floor_bounds_phi_and_is_checked():
+    model = tiny(coverage=True, fertility=2, fertility_floor=0.5).eval()
+    with torch.no_grad():
+        model.fertility_proj.weight.fill_(-50.0)  # sigmoid -> 0: Tu et al.'s Phi would be 0
+        phi = model.predicted_fertility(model.encode(SRC))
+        assert float(phi.min()) >= 0.5 and float(phi.max()) <= 2.0
+        plain = tiny(coverage=True, fertility=2).eval()
+        plain.fertility_proj.weight.fill_(-50.0)
+        assert float(plain.predicted_fertility(plain.encode(SRC)).min()) < 1e-3
+    for bad in (2.0, 3.0, -0.1):
+        with pytest.raises(ValueError, match="fertility_floor"):
+            tiny(coverage=True, fertility=2, fertility_floor=bad)
+    with pytest.raises(ValueError, match="fertility_floor"):
+        tiny(coverage=True, fertility_floor=0.5)
+
+
+def test_coverage_from_starts_with_w_c_zero_and_is_off_until_the_phase():
+    model = tiny(coverage=True, coverage_loss=1.0, coverage_loss_from=0.8)
+    assert float(model.coverage_proj.weight.abs().sum()) == 0.0 and model.coverage_phase
+    model.train()
+    model.coverage_phase = False
+    model(SRC, TGT_IN)
+    assert model.aux_loss is None  # no coverage loss before the phase
+    model.coverage_phase = True
+    model(SRC, TGT_IN)
+    assert model.aux_loss is not None and float(model.aux_loss.detach()) > 0
+    with pytest.raises(ValueError, match="coverage_loss_from"):
+        tiny(coverage=True, coverage_loss_from=0.5)  # no loss to delay
+    with pytest.raises(ValueError, match="coverage_loss_from"):
+        tiny(coverage=True, coverage_loss=1.0, coverage_loss_from=1.0)
+
+
+def test_coverage_phase_off_is_the_model_without_the_coverage_term():
+    model = tiny(coverage=True, coverage_loss=1.0, coverage_loss_from=0.5).eval()
+    with torch.no_grad():
+        model.coverage_proj.weight.fill_(3.0)
+        on = model(SRC, TGT_IN)
+        model.coverage_phase = False
+        off = model(SRC, TGT_IN)
+        model.coverage_proj.weight.zero_()
+        zero = model(SRC, TGT_IN)
+    assert not torch.allclose(on, off)
+    torch.testing.assert_close(off, zero, atol=0, rtol=0)
+
+
+def test_gold_fertility_counts_sure_links_and_optionally_the_possible_ones():
+    pair = Pair(
+        src=("every", "bird", "sings", "."),
+        tgt=("모든", "새", "가", "노래한다", "."),
+        align=((0,), (1,), (), (2,), (3,)),
+        possible=((), (), (1,), (), ()),
+    )
+    assert gold.gold_fertility(pair) == [1, 1, 1, 1]
+    assert gold.gold_fertility(pair, possible=True) == [1, 2, 1, 1]  # the particle 가 goes with 새 (bird)
+    fr = Pair(src=("next", "to", "it"), tgt=("à", "côté", "de", "lui"), align=((0, 1), (0, 1), (0, 1), (2,)))
+    assert gold.gold_fertility(fr) == gold.gold_fertility(fr, possible=True) == [3, 3, 1]

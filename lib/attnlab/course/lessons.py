@@ -21,6 +21,9 @@ from attnlab.data.corpus import Pair, Splits
 from attnlab.training import experiments, results
 
 __all__ = [
+    "seed_files",
+    "seed_summary",
+    "seed_verdict",
     "setup_lesson",
     "attention_peaks",
     "peak_offsets",
@@ -131,6 +134,32 @@ def shipped_figures(name: str, pair: str, figures: Sequence[str]) -> tuple[dict,
     return {fig: by.get(fig, r.get(fig)) for fig in figures}, r["params"]
 
 
+def seed_files(name: str, pair: str = "fr", seeds: Sequence[int] = (0, 1, 2)) -> list[str]:
+    """File names of ``name``'s runs on ``pair`` with ``seeds``: ``NAME[_ko]`` for seed 0, ``NAME[_ko]_seedK`` else."""
+    base = experiments.result_name(name, pair)
+    return [base if check_int("seed", k, minimum=0) == 0 else f"{base}_seed{k}" for k in seeds]
+
+
+def seed_summary(name: str, pair: str, figures: Sequence[str], seeds: Sequence[int] = (0, 1, 2)) -> dict | None:
+    """Mean and sample sd (``n - 1``) of ``figures`` over the *shipped* runs of ``name`` among ``seeds``.
+
+    Returns:
+        ``{"mean": {fig: x}, "sd": {fig: x or None}, "n": runs found, "files": [...], "params": int}`` (the form
+        :func:`compare_seeds` and :func:`attnlab.viz.tables.mean_sd_table` read; ``sd`` is ``None`` for one run,
+        ``0.0`` in :func:`compare_seeds` terms is never assumed), or ``None`` when no run is shipped.
+    """
+    files = [f for f in seed_files(name, pair, seeds) if results.results_path(f, shipped=True).exists()]
+    if not files:
+        return None
+    runs = [results.read_result(f) for f in files]
+    mean, sd = {}, {}
+    for fig in figures:
+        values = np.array([r[fig] for r in runs if r.get(fig) is not None], dtype=float)
+        mean[fig] = float(values.mean()) if len(values) else None
+        sd[fig] = float(values.std(ddof=1)) if len(values) > 1 else None
+    return {"mean": mean, "sd": sd, "n": len(files), "files": files, "params": runs[0]["params"]}
+
+
 def compare_seeds(a: Mapping, b: Mapping, fig: str, *, lower_is_better: bool = False) -> int:
     """+1 if ``a`` beats ``b`` on ``fig`` beyond both spreads (``|m_a - m_b| > sd_a + sd_b``), -1 if ``b`` beats ``a``,
     else 0.
@@ -144,6 +173,24 @@ def compare_seeds(a: Mapping, b: Mapping, fig: str, *, lower_is_better: bool = F
     if abs(gap) <= a["sd"][fig] + b["sd"][fig]:
         return 0
     return int(np.sign(-gap if lower_is_better else gap))
+
+
+def seed_verdict(a: Mapping | None, b: Mapping | None, fig: str, *, lower_is_better: bool = False) -> str:
+    """``a`` against ``b`` on ``fig`` by :func:`compare_seeds`'s rule, for summaries of :func:`seed_summary`.
+
+    A side with a single run (``sd`` None) borrows the other side's sd -- the spread it would have if its
+    seeds varied as much; with a single run on both sides the answer is ``"unknown (1 run each)"``, and
+    ``"not trained"`` when either summary is ``None``. Otherwise ``"better"``, ``"worse"`` or ``"tie"``.
+    """
+    if a is None or b is None:
+        return "not trained"
+    sd_a, sd_b = a["sd"].get(fig), b["sd"].get(fig)
+    if sd_a is None and sd_b is None:
+        return "unknown (1 run each)"
+    sd_a, sd_b = (sd_b if sd_a is None else sd_a), (sd_a if sd_b is None else sd_b)
+    spread_a, spread_b = {"mean": a["mean"], "sd": {fig: sd_a}}, {"mean": b["mean"], "sd": {fig: sd_b}}
+    sign = compare_seeds(spread_a, spread_b, fig, lower_is_better=lower_is_better)
+    return {1: "better", -1: "worse", 0: "tie"}[sign]
 
 
 def claim_verdict(signs: Sequence[int]) -> str:

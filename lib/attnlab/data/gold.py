@@ -28,10 +28,15 @@ def gold_attention(pair: Pair) -> torch.Tensor:
     return gold
 
 
-def gold_fertility(pair: Pair) -> list[int]:
+def gold_fertility(pair: Pair, *, possible: bool = False) -> list[int]:
     """Per source word, the number of target tokens that have a sure link to it (its gold fertility).
 
     What a ``fertility=N`` model's :meth:`attnlab.models.rnn.Seq2SeqRNN.predicted_fertility` estimates.
+
+    Args:
+        pair: a pair with gold links.
+        possible: also count the possible links (a Korean particle's link to its noun): the
+            tokens an attention that follows every link spends on the word.
 
     Returns:
         ``len(pair.src)`` counts (``<eos>`` not included).
@@ -39,7 +44,8 @@ def gold_fertility(pair: Pair) -> list[int]:
     if pair.align is None:
         raise ValueError("gold_fertility needs a pair with gold links (pair.align is None)")
     fert = [0] * len(pair.src)
-    for links in pair.align:
-        for s in links:
+    rows = [set(a) | set(p) for a, p in zip(pair.align, pair.possible or [()] * len(pair.align), strict=True)]
+    for t, links in enumerate(pair.align):
+        for s in rows[t] if possible else links:
             fert[s] += 1
     return fert

@@ -39,7 +39,15 @@ checkpoint saved before them loads unchanged); the computations live in :mod:`at
   ``tanh(W_s [c_1; ...; c_K])``; for a decoder over given states (``source="states"``);
 * ``coverage_loss=w`` / ``align_loss=lambda`` -- extra training losses (See et al. 2017's coverage
   loss; cross-entropy against the gold links), left in ``model.aux_loss`` by :meth:`forward` for the
-  training loop to add (and so is the REINFORCE surrogate).
+  training loop to add (and so is the REINFORCE surrogate);
+* ``coverage_loss_from=f`` -- See et al.'s recipe: the coverage vector and the coverage loss are off
+  (``model.coverage_phase = False``) for the first share ``f`` of the budget and on for the rest
+  (:class:`attnlab.training.train.CoveragePhase` switches them); ``w_c`` then starts at zero, so the
+  trained model is unchanged at the first step of the phase;
+* ``undertranslation_loss=w`` -- the under-translation term ``sum_j (1 - sum_t alpha_tj)^2`` (Xu et
+  al. 2015's doubly stochastic attention; Cohn et al. 2016's global fertility), also in ``aux_loss``;
+* ``fertility_floor=m`` (with ``fertility``) -- ``Phi_j = m + (N - m) sigmoid(u_f^T h_j)``: a fertility
+  that cannot fall below ``m``, so no source word's coverage grows faster than ``alpha_j / m``.
 
 With ``coverage`` or ``prev_conv``/``monotonic`` the decoder state carries one more ``(B, S)`` tensor
 each (coverage first, then the previous attention) after the RNN state.
@@ -166,6 +174,12 @@ class RNNConfig:
         fertility: ``N >= 0``; ``N > 0`` (needs ``coverage``) predicts a fertility
             ``Phi_j = N sigmoid(u_f^T h_j)`` per source word and grows its coverage by ``alpha_j / Phi_j``
             (Tu et al. 2016); 0 = off.
+        fertility_floor: ``0 <= m < N``: ``Phi_j = m + (N - m) sigmoid(u_f^T h_j)`` (needs ``fertility``);
+            0 = Tu et al.'s.
+        coverage_loss_from: share ``f`` in ``[0, 1)`` of the training budget after which coverage
+            (vector and loss) switches on (See et al. 2017 add both for a short final phase); 0 = from the start.
+        undertranslation_loss: weight (>= 0) of ``sum_j (1 - sum_t alpha_tj)^2`` per target step
+            (:func:`attnlab.models.variants.undertranslation_loss`).
         entropy_bonus: ``hard="reinforce"`` only: weight (>= 0) of the attention entropy subtracted
             from the REINFORCE surrogate (Xu et al.'s entropy term); 0 = off.
         reinforce_mix: ``hard="reinforce"`` only: probability in ``[0, 1)`` that a training step of a
@@ -202,6 +216,9 @@ class RNNConfig:
     entropy_bonus: float = 0.0
     reinforce_mix: float = 0.0
     temperature_final: float | None = None
+    fertility_floor: float = 0.0
+    coverage_loss_from: float = 0.0
+    undertranslation_loss: float = 0.0
 
     def __post_init__(self):
         if self.attention not in ATTENTIONS:
@@ -246,6 +263,19 @@ class RNNConfig:
         check_int("fertility", self.fertility, minimum=0)
         if self.fertility and not self.coverage:
             raise ValueError(f"fertility={self.fertility} divides the coverage update: it needs coverage=True")
+        check_float("fertility_floor", self.fertility_floor)
+        if self.fertility_floor and not 0 < self.fertility_floor < self.fertility:
+            raise ValueError(
+                f"fertility_floor must be in [0, fertility={self.fertility}) (Phi = m + (N - m) sigmoid), "
+                f"got {self.fertility_floor}"
+            )
+        check_probability("coverage_loss_from", self.coverage_loss_from)
+        if self.coverage_loss_from and not (self.coverage and self.coverage_loss > 0):
+            raise ValueError(
+                f"coverage_loss_from={self.coverage_loss_from} delays coverage: it needs coverage=True and "
+                f"coverage_loss > 0, got coverage={self.coverage}, coverage_loss={self.coverage_loss}"
+            )
+        check_float("undertranslation_loss", self.undertranslation_loss)
         check_float("entropy_bonus", self.entropy_bonus)
         if self.entropy_bonus and self.hard != "reinforce":
             raise ValueError(
@@ -267,7 +297,10 @@ class RNNConfig:
                     f"temperature_final must be <= temperature (annealing lowers it), "
                     f"got {self.temperature_final} > {self.temperature}"
                 )
-        switches = (self.coverage, self.prev_conv, self.monotonic, self.hard, self.coverage_loss, self.align_loss)
+        switches = (
+            self.coverage, self.prev_conv, self.monotonic, self.hard, self.coverage_loss, self.align_loss,
+            self.undertranslation_loss,
+        )
         if any(switches) and self.attention is None:
             raise ValueError("the attention variants (coverage, prev_conv, monotonic, hard, losses) need attention")
         if (self.coverage or self.prev_conv) and self.score != "concat":
@@ -319,6 +352,12 @@ class Seq2SeqRNN(nn.Module):
         A = c.attn_dim or H
         if c.coverage:
             self.coverage_proj = nn.Linear(1, A, bias=False)  # w_c C_j
+            if c.coverage_loss_from:  # added late (See et al.): starts as no change to the trained model
+                nn.init.zeros_(self.coverage_proj.weight)
+        # Coverage (vector and loss) on now: CoveragePhase turns it off for the first share of a
+        # coverage_loss_from run; a plain attribute, so a loaded model has it on.
+        self.coverage_phase: bool = True
+        self.last_fertility: torch.Tensor | None = None  # Phi of the last training batch's real positions
         if c.prev_conv:
             self.prev_filter = nn.Conv1d(1, _CONV_CHANNELS, c.prev_conv, padding=c.prev_conv // 2, bias=False)
             self.prev_proj = nn.Linear(_CONV_CHANNELS, A, bias=False)  # U_f f_j
@@ -536,7 +575,11 @@ class Seq2SeqRNN(nn.Module):
         if segments is not None:
             memory["segments"] = segments  # (B, S)
         if c.fertility:
-            memory["fertility"] = c.fertility * torch.sigmoid(self.fertility_proj(states)).squeeze(-1)  # (B, S)
+            m = c.fertility_floor
+            squashed = torch.sigmoid(self.fertility_proj(states)).squeeze(-1)  # (B, S)
+            memory["fertility"] = m + (c.fertility - m) * squashed  # (B, S)
+            if self.training:  # for attnlab.training.train.FertilityTrace: Phi of the real positions
+                self.last_fertility = memory["fertility"].detach()[mask]  # (n,)
         return memory
 
     def _memory_keys(self) -> tuple[str, ...]:
@@ -546,7 +589,7 @@ class Seq2SeqRNN(nn.Module):
         return keys + (("segments",) if c.sources > 1 else ()) + (("fertility",) if c.fertility else ())
 
     def predicted_fertility(self, memory: dict[str, torch.Tensor]) -> torch.Tensor:
-        """The fertility ``Phi_j = N sigmoid(u_f^T h_j)`` the model predicts for each source position.
+        """The fertility ``Phi_j = m + (N - m) sigmoid(u_f^T h_j)`` the model predicts for each source position.
 
         Tu et al. (2016) divide each step's attention by it before adding it to the coverage, so a
         word counts as covered once it has received about ``Phi_j`` steps' worth of attention;
@@ -609,7 +652,7 @@ class Seq2SeqRNN(nn.Module):
         states = memory["states"]  # (B, S, H)
         prepared = memory["prepared"]  # (B, S, *)
         named = dict(zip(self._extra_names(), extras, strict=True))
-        if c.coverage:
+        if c.coverage and self.coverage_phase:
             prepared = prepared + self.coverage_proj(named["coverage"].unsqueeze(-1))  # (B, S, A)
         if c.prev_conv:
             f = self.prev_filter(named["previous attention"].unsqueeze(1)).transpose(1, 2)  # (B, S, F)
@@ -909,7 +952,8 @@ class Seq2SeqRNN(nn.Module):
         teacher_forcing = self._check_decode_args(memory["mask"].shape, tgt_in, gold, teacher_forcing)
         c = self.config
         reinforce = self.training and c.hard == "reinforce"
-        wants_aux = self.training and (c.coverage_loss > 0 or c.align_loss > 0 or reinforce)
+        cover = c.coverage_loss > 0 and self.coverage_phase
+        wants_aux = self.training and (cover or c.align_loss > 0 or c.undertranslation_loss > 0 or reinforce)
         self.aux_loss = None
         state = self.init_state(memory)
         emb = self.drop(self.tgt_emb(tgt_in))  # (B, T, E)
@@ -928,8 +972,11 @@ class Seq2SeqRNN(nn.Module):
             self._policy = None
         if wants_aux:
             aux = attn.new_zeros(())
-            if c.coverage_loss > 0:
+            if cover:
                 aux = aux + c.coverage_loss * variants.coverage_loss(attn, tgt_in != PAD)
+            if c.undertranslation_loss > 0:
+                under = variants.undertranslation_loss(attn, memory["mask"], tgt_in != PAD)
+                aux = aux + c.undertranslation_loss * under
             if c.align_loss > 0:
                 aux = aux + c.align_loss * variants.alignment_loss(attn, gold.to(attn.dtype))
             if reinforce:

@@ -7,6 +7,9 @@ against a hand-written reference:
 
 * :func:`coverage_loss` -- See et al. (2017): ``sum_t sum_i min(a_t,i, c_t,i)`` with the coverage
   ``c_t = sum_{t' < t} a_t'``, the attention a step pays for looking again at covered words;
+* :func:`undertranslation_loss` -- the under-translation term ``sum_j (1 - sum_t a_t,j)^2``
+  (Xu et al. 2015's doubly stochastic attention; Cohn et al. 2016's global fertility with every
+  fertility 1): the attention a source word is *missing* (or has too much of) over the sentence;
 * :func:`alignment_loss` -- supervised attention: cross-entropy between the attention and the
   gold links (Liu et al. 2016; Mi et al. 2016), ignoring padding and tokens without a link;
 * :func:`monotonic_attention` -- Raffel et al. (2017): the expected alignment of hard monotonic
@@ -45,6 +48,7 @@ from attnlab.data.vocab import EOS, PAD
 
 __all__ = [
     "coverage_loss",
+    "undertranslation_loss",
     "alignment_loss",
     "monotonic_attention",
     "hard_monotonic_attention",
@@ -89,6 +93,40 @@ def coverage_loss(attn: torch.Tensor, tgt_keep: torch.Tensor | None = None) -> t
     cov = torch.cumsum(attn, dim=1) - attn  # (B, T, S) exclusive running sum
     per_step = torch.minimum(attn, cov).sum(-1)  # (B, T)
     return per_step[keep].sum() / keep.sum().clamp_min(1)
+
+
+def undertranslation_loss(
+    attn: torch.Tensor, src_keep: torch.Tensor, tgt_keep: torch.Tensor | None = None
+) -> torch.Tensor:
+    """The under-translation term, summed over source words and divided by the real target steps.
+
+    ``sum_b sum_j (1 - sum_t a_b,t,j)^2 / #real steps`` over the real source positions ``j``: 0 when
+    every source word receives exactly one unit of attention over the sentence, ``1`` for each word
+    never looked at. Where See et al.'s :func:`coverage_loss` charges only attention *beyond* the
+    first look (repeats), this term also charges the attention a word never got (drops) -- and, as
+    Xu et al. (2015) and Cohn et al. (2016) wrote it, any total other than 1.
+
+    Args:
+        attn: ``(B, T, S)`` attention weights of every step.
+        src_keep: ``(B, S)`` bool, True at real source positions (the ones attention may use).
+        tgt_keep: ``(B, T)`` bool, True at real target steps; default all.
+
+    Returns:
+        scalar, ``>= 0``.
+
+    Raises:
+        TypeError, ValueError: ``attn`` not a float ``(B, T, S)`` tensor; a mask that does not fit.
+    """
+    keep = _check_attn_and_mask(attn, tgt_keep)
+    if not isinstance(src_keep, torch.Tensor) or src_keep.dtype != torch.bool or src_keep.shape != (
+        attn.shape[0],
+        attn.shape[2],
+    ):
+        got = (src_keep.dtype, tuple(src_keep.shape)) if isinstance(src_keep, torch.Tensor) else type(src_keep)
+        raise ValueError(f"src_keep must be a bool (B, S) = {(attn.shape[0], attn.shape[2])} tensor, got {got}")
+    received = (attn * keep.unsqueeze(-1)).sum(1)  # (B, S): attention each source word got
+    missing = ((1 - received) ** 2) * src_keep  # (B, S)
+    return missing.sum() / keep.sum().clamp_min(1)
 
 
 def alignment_loss(attn: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:

@@ -14,6 +14,9 @@ What the course adds to fastai is small and lives here:
 * :class:`StepProgress` -- a progress bar in the budget's own unit (steps of the total);
 * :class:`GumbelAnnealing` -- lowers a Gumbel-softmax model's temperature from its config's
   ``temperature`` to ``temperature_final`` over the budget (added by :func:`fit_budget` itself);
+* :class:`CoveragePhase` -- switches a ``coverage_loss_from`` model's coverage on for the budget's
+  final phase (See et al. 2017); :class:`FertilityTrace` -- records a fertility model's predicted
+  ``Phi`` over training (both added by :func:`fit_budget` itself);
 * :func:`fit_budget` -- builds the Learner (masked loss, metric, gradient clipping, one-cycle)
   and trains to a step (or time) budget, returning the learner and a :class:`TrainStats`;
 * the command line that trains any course model is :func:`attnlab.training.cli.main`
@@ -100,6 +103,8 @@ __all__ = [
     "TokenCounter",
     "AuxLoss",
     "GumbelAnnealing",
+    "CoveragePhase",
+    "FertilityTrace",
     "WeightSnapshots",
     "LossCurve",
     "StepProgress",
@@ -408,6 +413,7 @@ class TrainStats:
     final_loss: float
     profile: str = "cpu"
     loss_curve: list[dict] = field(default_factory=list)  # LossCurve points; empty without loss_every
+    fertility_trace: list[dict] = field(default_factory=list)  # FertilityTrace points; empty without fertility
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -456,6 +462,63 @@ class GumbelAnnealing(Callback):
         else:  # a time budget: the share of it used, as the step of a two-step schedule
             step, total = min(b._used(), 1.0), 2
         model.temperature = annealed_temperature(step, total, start=c.temperature, final=c.temperature_final)
+
+
+class CoveragePhase(Callback):
+    """Before every training batch, switch coverage on once ``config.coverage_loss_from`` of the budget is used.
+
+    See et al. (2017) train without coverage and add the coverage vector and loss for a short final
+    phase; ``model.coverage_phase`` (read by :class:`attnlab.models.rnn.Seq2SeqRNN`) is ``False``
+    before it. After training it is left ``True`` (the trained model has its coverage). Added by
+    :func:`fit_budget` when the model's config sets ``coverage_loss_from``.
+
+    Args:
+        budget: the run's :class:`Budget`.
+    """
+
+    order = 52
+
+    def __init__(self, budget: Budget):
+        self.budget = budget
+
+    def before_batch(self):
+        if self.training:
+            model = unwrap_model(self.learn.model)
+            model.coverage_phase = self.budget._used() >= model.config.coverage_loss_from
+
+    def after_fit(self):
+        unwrap_model(self.learn.model).coverage_phase = True
+
+
+class FertilityTrace(Callback):
+    """Every ``every`` training steps, quantiles of the fertility ``Phi`` predicted for the batch's real words.
+
+    Points ``{"step", "p10", "median", "p90"}`` in :attr:`points` (what lesson 07 plots to diagnose
+    a collapsing fertility). Added by :func:`fit_budget` when the model's config sets ``fertility``.
+
+    Args:
+        every: steps between points (>= 1).
+    """
+
+    order = 48  # before Budget (50), whose after_batch ends the fit at the budget's last step
+
+    def __init__(self, every: int):
+        self.every = check_positive_int("every", every)
+        self.points: list[dict] = []
+
+    def before_fit(self):
+        self.points, self.steps_done = [], 0
+
+    def after_batch(self):
+        if not self.training:
+            return
+        self.steps_done += 1
+        phi = getattr(unwrap_model(self.learn.model), "last_fertility", None)
+        if phi is None or (self.steps_done % self.every and self.steps_done != 1):
+            return
+        q = torch.quantile(phi.float(), torch.tensor([0.1, 0.5, 0.9], device=phi.device)).tolist()
+        point = {"step": self.steps_done, "p10": round(q[0], 4), "median": round(q[1], 4), "p90": round(q[2], 4)}
+        self.points.append(point)
 
 
 def world_size() -> int:
@@ -658,7 +721,8 @@ def fit_budget(
         loss_every: record a :class:`LossCurve` point every this many steps (``stats.loss_curve``).
         profile: recorded in the stats.
         cbs: extra fastai callbacks (:class:`GumbelAnnealing` is added by itself when the model's
-            ``config.temperature_final`` is set).
+            ``config.temperature_final`` is set, :class:`CoveragePhase` with ``coverage_loss_from``,
+            :class:`FertilityTrace` -- every ``loss_every`` steps, else 50 -- with ``fertility``).
         loss_func: the learner's loss ``loss_func(output, target)``; default
             :class:`MaskedCrossEntropy` of ``label_smoothing``. Targets are counted by
             :func:`target_count` (a 1-D target is one class label per example).
@@ -706,7 +770,9 @@ def fit_budget(
     show = StepProgress(budget) if progress and is_main_process() else None
     config = getattr(unwrap_model(model), "config", None)
     anneal = GumbelAnnealing(budget) if getattr(config, "temperature_final", None) is not None else None
-    extra = [c for c in (curve, trace, show, anneal) if c is not None]
+    phase = CoveragePhase(budget) if getattr(config, "coverage_loss_from", 0) else None
+    phi = FertilityTrace(loss_every or 50) if getattr(config, "fertility", 0) else None
+    extra = [c for c in (curve, trace, show, anneal, phase, phi) if c is not None]
     learn = Learner(
         dls,
         model,
@@ -738,5 +804,6 @@ def fit_budget(
         final_loss=round(final, 4),
         profile=profile,
         loss_curve=curve.points if curve is not None else [],
+        fertility_trace=phi.points if phi is not None else [],
     )
     return learn, stats
