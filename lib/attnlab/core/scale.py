@@ -8,7 +8,9 @@
   materialises all scores. Both follow the course's mask convention (bool ``True`` = takes part,
   float = added; a fully masked row gives a zero output, no NaN).
 * :func:`peak_memory` measures the peak of the tensor memory a function allocates on the CPU
-  (every allocation and free is tracked through PyTorch's dispatcher); :func:`median_seconds`
+  (every allocation and free is tracked through PyTorch's dispatcher; scratch buffers inside a fused
+  kernel are not seen, so a fused kernel's figure is a lower bound); :func:`training_step` is the
+  forward + backward whose peak it measures for training; :func:`median_seconds`
   times it with ``torch.utils.benchmark``; :func:`fitted_exponent` reads the slope of a log-log plot.
 * :func:`kv_cache_bytes` is the key/value cache formula ``2 L Hkv D T B bytes``;
   :func:`tensor_bytes` sums the bytes of real cache tensors to check it.
@@ -54,6 +56,7 @@ __all__ = [
     "flash_backward_tile",
     "FlashAttentionFunction",
     "peak_memory",
+    "training_step",
     "median_seconds",
     "fitted_exponent",
     "kv_cache_bytes",
@@ -428,6 +431,22 @@ def peak_memory(fn: Callable, *args, **kwargs) -> int:
         result = fn(*args, **kwargs)
     del result
     return tracker.peak
+
+
+def training_step(
+    fn: Callable, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dout: torch.Tensor, **kwargs
+) -> None:
+    """The attention part of one training step: ``fn(q, k, v, **kwargs).backward(dout)``, fresh gradients.
+
+    ``q``, ``k``, ``v`` are leaves that require a gradient; their ``.grad`` is reset first, so that
+    ``peak_memory(training_step, ...)`` counts the forward's saved tensors, the backward's and the
+    gradients of one step.
+    """
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not t.requires_grad:
+            raise ValueError(f"{name} must require a gradient (a leaf with requires_grad=True) to be trained")
+        t.grad = None
+    fn(q, k, v, **kwargs).backward(dout)
 
 
 def median_seconds(fn: Callable, *args, min_run_time: float = 0.2, **kwargs) -> float:
