@@ -414,12 +414,12 @@ def test_receptive_field_grows_by_window_minus_one_per_layer():
 def test_memory_model():
     r = scale.memory_model(4096, 128, 8, num_heads=32, head_dim=128, layers=32, bytes_per=2)
     assert r["naive"] == 32 * 4096 * 4096 * 2
-    assert r["tiled"] == 32 * (128 * 128 + 128 * 130) * 2
+    assert r["tiled"] == 32 * (128 * 128 + 128 * 130 + 4096 * 129) * 2  # tile, state, output and lse
     assert r["cache"] == scale.kv_cache_bytes(layers=32, kv_heads=8, head_dim=128, tokens=4096, bytes_per=2)
     assert r["ratio"] == pytest.approx(r["naive"] / r["tiled"])
     assert f"{r['cache']:,}" in r["formulas"]["cache"]
     small = scale.memory_model(64, 128, 32)  # a block longer than the sequence is cut to it
-    assert small["tiled"] == 32 * (64 * 64 + 64 * 130) * 2
+    assert small["tiled"] == 32 * (64 * 64 + 64 * 130 + 64 * 129) * 2
     with pytest.raises(ValueError, match="num_heads=32 is not divisible by num_kv_heads=5"):
         scale.memory_model(64, 16, 5)
     with pytest.raises(ValueError, match="block_size must be >= 1, got 0"):

@@ -647,8 +647,8 @@ def memory_model(
     """Bytes of the attention scores (naive vs tiled) and of the key/value cache, with the formulas.
 
     * naive: one layer's score matrix for all heads, ``B * H * N * N * bytes``;
-    * tiled: one tile per head plus its running state, ``B * H * (Bq * Bk + Bq * (D + 2)) * bytes``
-      (``Bq = Bk = min(block_size, N)``);
+    * tiled: one tile per head plus its running state, and the output with its log-sum-exp, which grow
+      like ``N``: ``B * H * (Bq * Bk + Bq * (D + 2) + N * (D + 1)) * bytes`` (``Bq = Bk = min(block_size, N)``);
     * cache: :func:`kv_cache_bytes` for ``N`` tokens.
 
     The defaults describe a 7B-class decoder in float16 (32 layers, 32 heads of 128).
@@ -668,7 +668,7 @@ def memory_model(
         raise ValueError(f"num_heads={H} is not divisible by num_kv_heads={Hkv}")
     D, B, nb = check_positive_int("head_dim", head_dim), check_positive_int("batch", batch), bytes_per
     naive = B * H * N * N * nb
-    tiled = B * H * (Bq * Bq + Bq * (D + 2)) * nb
+    tiled = B * H * (Bq * Bq + Bq * (D + 2) + N * (D + 1)) * nb
     cache = kv_cache_bytes(layers=layers, kv_heads=Hkv, head_dim=D, tokens=N, batch=B, bytes_per=nb)
     return {
         "naive": naive,
@@ -677,7 +677,8 @@ def memory_model(
         "ratio": naive / tiled,
         "formulas": {
             "naive": f"B·H·N²·bytes = {B}·{H}·{N}²·{nb} = {naive:,} B",
-            "tiled": f"B·H·(Bq·Bk + Bq·(D+2))·bytes = {B}·{H}·({Bq}·{Bq} + {Bq}·{D + 2})·{nb} = {tiled:,} B",
+            "tiled": f"B·H·(Bq·Bk + Bq·(D+2) + N·(D+1))·bytes = {B}·{H}·({Bq}·{Bq} + {Bq}·{D + 2} + {N}·{D + 1})·{nb}"
+            f" = {tiled:,} B",
             "cache": f"2·L·Hkv·D·T·B·bytes = 2·{layers}·{Hkv}·{D}·{N}·{B}·{nb} = {cache:,} B",
         },
     }
