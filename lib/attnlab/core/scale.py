@@ -12,7 +12,7 @@
   kernel are not seen, so a fused kernel's figure is a lower bound); :func:`training_step` is the
   forward + backward whose peak it measures for training; :func:`median_seconds`
   times it with ``torch.utils.benchmark``; :func:`fitted_exponent` reads the slope of a log-log plot.
-* :func:`kv_cache_bytes` is the key/value cache formula ``2 L Hkv D T B bytes``;
+* :func:`kv_cache_bytes` is the key/value cache formula ``2 layers Hkv D T B bytes``;
   :func:`tensor_bytes` sums the bytes of real cache tensors to check it.
 * :func:`sliding_window_mask` is the band of Beltagy et al. (2020); :class:`RingKVCache` is a
   rolling cache of constant size (as in Mistral): attention of each new query over it equals the
@@ -679,7 +679,7 @@ def memory_model(
             "naive": f"B·H·N²·bytes = {B}·{H}·{N}²·{nb} = {naive:,} B",
             "tiled": f"B·H·(Bq·Bk + Bq·(D+2) + N·(D+1))·bytes = {B}·{H}·({Bq}·{Bq} + {Bq}·{D + 2} + {N}·{D + 1})·{nb}"
             f" = {tiled:,} B",
-            "cache": f"2·L·Hkv·D·T·B·bytes = 2·{layers}·{Hkv}·{D}·{N}·{B}·{nb} = {cache:,} B",
+            "cache": f"2·layers·Hkv·D·T·B·bytes = 2·{layers}·{Hkv}·{D}·{N}·{B}·{nb} = {cache:,} B",
         },
     }
 
