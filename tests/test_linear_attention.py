@@ -35,7 +35,16 @@ def test_causal_forms_equal_the_definition(dtype, form):
 
 
 @pytest.mark.numeric
-@pytest.mark.parametrize("form", ["quadratic", "parallel"])
+@pytest.mark.parametrize("chunk", [1, 4, 5, 13, 64])
+def test_chunked_form_equals_the_definition_for_every_chunk_size(chunk):
+    """Chunks that divide L = 13 or not, one position per chunk, one chunk for all."""
+    q, k, v = qkv(torch.float64)
+    got = linear_attention(q, k, v, form="chunked", chunk=chunk, eps=0.0)
+    torch.testing.assert_close(got, by_hand(q, k, v, True), **TOL[torch.float64])
+
+
+@pytest.mark.numeric
+@pytest.mark.parametrize("form", ["quadratic", "parallel", "chunked"])
 def test_non_causal_forms_equal_the_definition(form):
     q, k, v = qkv(torch.float64)
     got = linear_attention(q, k, v, causal=False, form=form, eps=0.0)
@@ -64,10 +73,12 @@ def test_feature_map_is_positive_and_elu_plus_one():
 
 def test_errors():
     q, k, v = qkv(torch.float32)
-    with pytest.raises(ValueError, match="form must be one of 'quadratic', 'parallel', 'recurrent', got 'fast'"):
+    with pytest.raises(ValueError, match="form must be one of 'quadratic', 'parallel', 'recurrent', 'chunked', got 'fast'"):
         linear_attention(q, k, v, form="fast")
     with pytest.raises(ValueError, match="recurrent' is causal by nature"):
         linear_attention(q, k, v, causal=False, form="recurrent")
+    with pytest.raises(ValueError, match="chunk must be >= 1, got 0"):
+        linear_attention(q, k, v, form="chunked", chunk=0)
     with pytest.raises(ValueError, match=r"need q \(..., L, D\), k \(..., L, D\)"):
         linear_attention(q, k[..., :5, :], v)
     with pytest.raises(TypeError, match="floating-point"):

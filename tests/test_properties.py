@@ -507,8 +507,8 @@ def test_dead_row_property_catches_a_masked_softmax_without_its_dead_row_guard(m
 
 
 def test_dead_row_property_catches_tiled_attention_dividing_by_a_zero_normaliser(monkeypatch):
-    tiled = mutant(scale.tiled_attention, ("acc / torch.where(l == 0, torch.ones_like(l), l)", "acc / l"))
-    monkeypatch.setattr(scale, "tiled_attention", tiled)
+    forward = mutant(scale._flash_forward, ("acc / torch.where(l == 0, torch.ones_like(l), l)", "acc / l"))
+    monkeypatch.setattr(scale, "_flash_forward", forward)
     case = counterexample(dead_row_cases(), check_fully_masked_rows)
     monkeypatch.undo()
     check_fully_masked_rows(case)
@@ -639,14 +639,14 @@ def test_tiled_attention_equals_naive_attention(case):
 
 
 def test_tiled_property_catches_dropping_the_last_partial_key_block(monkeypatch):
-    tiled = mutant(
-        scale.tiled_attention,
+    forward = mutant(
+        scale._flash_forward,
         (
             "range(0, min(S, last_key + 1), block_size)",
             "range(0, min(S, last_key + 1) // block_size * block_size, block_size)",
         ),
     )
-    monkeypatch.setattr(scale, "tiled_attention", tiled)
+    monkeypatch.setattr(scale, "_flash_forward", forward)
     case = counterexample(tiled_cases(), check_tiled_equals_naive)
     assert case["S"] % case["block_size"] or case["causal"]  # S a multiple of the block: no partial block
     monkeypatch.undo()

@@ -10,6 +10,8 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from attnlab.core import scale
 from attnlab.core.masks import causal_mask
@@ -110,6 +112,135 @@ def test_tiled_gradients_equal_sdpa(causal):
 def test_tiled_gradcheck():
     q, k, v = (t.requires_grad_(True) for t in qkv(torch.float64, B=1, H=1, L=5, S=7, D=3, Dv=2))
     assert torch.autograd.gradcheck(lambda a, b, c: scale.tiled_attention(a, b, c, causal=True, block_size=3), (q, k, v))
+
+
+def _grads(fn, q, k, v, dout):
+    q, k, v = (t.detach().requires_grad_(True) for t in (q, k, v))
+    return torch.autograd.grad(fn(q, k, v), (q, k, v), dout)
+
+
+@pytest.mark.numeric
+@settings(max_examples=25, deadline=None)
+@given(
+    block_size=st.integers(1, 24),
+    L=st.integers(1, 23),
+    S=st.integers(1, 23),
+    causal=st.booleans(),
+    mask=st.sampled_from(["none", "bool", "float", "padding"]),
+    seed=st.integers(0, 2**16),
+)
+def test_flash_backward_equals_sdpa_gradients_float64(block_size, L, S, causal, mask, seed):
+    """The recomputing backward (FlashAttentionFunction) against autograd through SDPA, to 1e-10 in float64."""
+    q, k, v = qkv(torch.float64, B=2, H=2, L=L, S=S, D=5, Dv=3, seed=seed)
+    g = torch.Generator().manual_seed(seed + 1)
+    keep = torch.rand(2, 1, L, S, generator=g) > 0.3  # (B, 1, L, S)
+    keep[..., :, :1] = True  # every row keeps a key: SDPA gives NaN on fully masked rows, we give 0
+    attn = {
+        "none": None,
+        "bool": keep,
+        "float": torch.randn(L, S, generator=g, dtype=torch.float64),
+        "padding": keep[:, :, :1, :],  # (B, 1, 1, S)
+    }[mask]
+    if causal:
+        keep_c = causal_mask(L, S)
+        keep_c[:, :1] = True  # the first key for every query (SDPA would NaN on a dead row)
+        attn = keep_c if attn is None else (keep_c & attn if attn.dtype == torch.bool else attn.masked_fill(~keep_c, -math.inf))
+    dout = torch.randn(2, 2, L, 3, generator=g, dtype=torch.float64)
+    ours = _grads(lambda a, b, c: scale.tiled_attention(a, b, c, attn, block_size=block_size), q, k, v, dout)
+    ref = _grads(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, attn_mask=attn), q, k, v, dout)
+    for name, a, b in zip("qkv", ours, ref, strict=True):
+        err = float((a - b).abs().max())
+        assert err <= 1e-10, f"d{name}: max |flash backward - SDPA| = {err:.1e} > 1e-10 (block {block_size})"
+
+
+@pytest.mark.numeric
+@pytest.mark.parametrize("block_size", [1, 4, 64])
+def test_flash_backward_causal_equals_sdpa(block_size):
+    """The causal path (skipped tiles in the backward's loops too), L != S."""
+    q, k, v = qkv(torch.float64, L=13, S=21)
+    dout = torch.randn(2, 3, 13, 6, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    ours = _grads(lambda a, b, c: scale.tiled_attention(a, b, c, causal=True, block_size=block_size), q, k, v, dout)
+    ref = _grads(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, attn_mask=causal_mask(13, 21)), q, k, v, dout)
+    for name, a, b in zip("qkv", ours, ref, strict=True):
+        close(f"flash backward causal d{name}, float64", a, b)
+
+
+@pytest.mark.numeric
+def test_flash_backward_broadcast_batch_dims_sum_the_gradient():
+    """k and v shared by all heads (H = 1 broadcast): their gradient sums over the heads, as autograd's does."""
+    q, k, v = qkv(torch.float64, L=9, S=11)
+    k, v = k[:, :1], v[:, :1]  # (B, 1, S, D)
+    dout = torch.randn(2, 3, 9, 6, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+    ours = _grads(lambda a, b, c: scale.tiled_attention(a, b, c, block_size=4), q, k, v, dout)
+    ref = _grads(lambda a, b, c: scale.naive_attention(a, b, c), q, k, v, dout)
+    for name, a, b in zip("qkv", ours, ref, strict=True):
+        assert a.shape == b.shape
+        close(f"flash backward broadcast d{name}, float64", a, b)
+
+
+@pytest.mark.numeric
+def test_flash_backward_tile_is_the_softmax_gradient_of_one_tile():
+    """With one tile covering everything, flash_backward_tile gives autograd's gradients."""
+    q, k, v = qkv(torch.float64, B=1, H=1, L=6, S=7)
+    dout = torch.randn(1, 1, 6, 6, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    sc = 0.4
+    s = q @ k.transpose(-2, -1) * sc  # (1, 1, L, S)
+    lse = torch.logsumexp(s, dim=-1, keepdim=True)  # (1, 1, L, 1)
+    out = torch.softmax(s, -1) @ v  # (1, 1, L, Dv)
+    delta = (dout * out).sum(-1, keepdim=True)  # (1, 1, L, 1)
+    got = scale.flash_backward_tile(q, k, v, s, lse, dout, delta, sc)
+    ref = _grads(lambda a, b, c: scale.naive_attention(a, b, c, scale=sc), q, k, v, dout)
+    for name, a, b in zip("qkv", got, ref, strict=True):
+        close(f"flash_backward_tile d{name}, float64", a, b)
+
+
+def test_tiled_refuses_a_float_mask_that_requires_grad():
+    q, k, v = qkv(torch.float32, L=4, S=4)
+    bias = torch.zeros(4, 4, requires_grad=True)
+    with pytest.raises(ValueError, match="attn_keep is a float mask that requires a gradient"):
+        scale.tiled_attention(q, k, v, bias)
+
+
+@settings(max_examples=40, deadline=None)
+@given(L=st.integers(1, 30), S=st.integers(1, 30), r0=st.integers(0, 29), c0=st.integers(0, 29), n=st.integers(1, 9))
+def test_causal_tile_mask_is_the_tile_of_the_causal_mask(L, S, r0, c0, n):
+    rows, cols = slice(min(r0, L - 1), min(r0 + n, L)), slice(min(c0, S - 1), min(c0 + n, S))
+    assert torch.equal(scale.causal_tile_mask(rows, cols, L, S), causal_mask(L, S)[rows, cols])
+
+
+@pytest.mark.numeric
+@pytest.mark.parametrize("mask", ["causal", "full bool", "float"])
+def test_tiled_causal_and_masked_paths_keep_the_memory_linear(mask):
+    """No full (L, S) causal mask and no additive copy of the caller's mask: far below naive, and ~N^1."""
+    peaks = {}
+    for n in (512, 1024):
+        x = torch.randn(1, 1, n, 16)
+        keep = torch.rand(n, n, generator=torch.Generator().manual_seed(0)) > 0.1
+        kw = {"causal": {"causal": True}, "full bool": {"attn_keep": keep}, "float": {"attn_keep": keep.float()}}[mask]
+        with torch.no_grad():
+            naive = scale.peak_memory(scale.naive_attention, x, x, x, **kw)
+            peaks[n] = scale.peak_memory(scale.tiled_attention, x, x, x, block_size=64, **kw)
+        assert naive >= n * n * 4
+    assert peaks[1024] < 1024 * 1024 * 4 / 20
+    assert peaks[1024] / peaks[512] < 2.5  # naive's grows 4x
+
+
+def test_flash_training_memory_is_far_below_naive():
+    """Forward + backward: autograd through naive keeps P (N^2); FlashAttentionFunction keeps O and the lse."""
+    n = 1024
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 1, n, 16, generator=g).requires_grad_() for _ in range(3))
+    dout = torch.randn(1, 1, n, 16, generator=g)
+
+    def train(fn, **kw):
+        fn(q, k, v, **kw).backward(dout)
+
+    naive = scale.peak_memory(train, scale.naive_attention, causal=True)
+    tiled = scale.peak_memory(train, scale.tiled_attention, causal=True, block_size=64)
+    assert naive >= n * n * 4
+    assert tiled * 10 < naive  # the issue's target at N = 4096 already holds at 1024
+    assert tiled < 8 * n * 16 * 4  # O(N d): q, k, v gradients, output, lse and a tile, no N x N
+    assert q.grad is not None and bool(q.grad.isfinite().all())
 
 
 @pytest.mark.numeric
@@ -284,12 +415,12 @@ def test_receptive_field_grows_by_window_minus_one_per_layer():
 def test_memory_model():
     r = scale.memory_model(4096, 128, 8, num_heads=32, head_dim=128, layers=32, bytes_per=2)
     assert r["naive"] == 32 * 4096 * 4096 * 2
-    assert r["tiled"] == 32 * (128 * 128 + 128 * 130) * 2
+    assert r["tiled"] == 32 * (128 * 128 + 128 * 130 + 4096 * 129) * 2  # tile, state, output and lse
     assert r["cache"] == scale.kv_cache_bytes(layers=32, kv_heads=8, head_dim=128, tokens=4096, bytes_per=2)
     assert r["ratio"] == pytest.approx(r["naive"] / r["tiled"])
     assert f"{r['cache']:,}" in r["formulas"]["cache"]
     small = scale.memory_model(64, 128, 32)  # a block longer than the sequence is cut to it
-    assert small["tiled"] == 32 * (64 * 64 + 64 * 130) * 2
+    assert small["tiled"] == 32 * (64 * 64 + 64 * 130 + 64 * 129) * 2
     with pytest.raises(ValueError, match="num_heads=32 is not divisible by num_kv_heads=5"):
         scale.memory_model(64, 16, 5)
     with pytest.raises(ValueError, match="block_size must be >= 1, got 0"):

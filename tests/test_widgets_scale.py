@@ -21,10 +21,10 @@ def test_update_is_the_memory_model_with_curves():
     assert r["cache"] == kv_cache_bytes(layers=32, kv_heads=8, head_dim=128, tokens=4096, bytes_per=2)
     c = r["curves"]
     assert c["N"] == list(SEQ_LENS)
-    # naive grows 4x per doubling of N, the cache 2x, the tiles not at all (once N >= block)
+    # naive grows 4x per doubling of N, the cache 2x, tiled less than 2x (a fixed tile plus the O(N) output)
     assert all(b == 4 * a for a, b in zip(c["naive"], c["naive"][1:], strict=False))
     assert all(b == 2 * a for a, b in zip(c["cache"], c["cache"][1:], strict=False))
-    assert len(set(c["tiled"])) == 1
+    assert all(a < b < 2 * a for a, b in zip(c["tiled"], c["tiled"][1:], strict=False))
 
 
 def test_fewer_kv_heads_shrink_only_the_cache():

@@ -15,7 +15,11 @@ switch, ``form``, which are equal up to rounding:
 * ``"parallel"``: cumulative sums over the sequence of :math:`\phi(k_j) v_j^\top` (``(D, Dv)`` per
   position) and of :math:`\phi(k_j)`; the causal form used in training;
 * ``"recurrent"``: one position at a time with a ``(D, Dv)`` state, like an RNN; the form used in
-  decoding, with constant memory per step.
+  decoding, with constant memory per step;
+* ``"chunked"``: blocks of ``chunk`` positions, the quadratic form inside a block and the ``(D, Dv)``
+  state carried from block to block. The parallel form's ``(L, D, Dv)`` prefix sums hold more
+  numbers than the ``L x L`` scores until ``L > D * Dv``; real implementations (e.g. the
+  fast-weight and DeltaNet kernels, Schlag et al. 2021; Yang et al. 2024) are chunked like this.
 
 Shape legend
 ------------
@@ -29,12 +33,12 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from attnlab.core.checks import check_choice, check_float_tensor
+from attnlab.core.checks import check_choice, check_float_tensor, check_positive_int
 from attnlab.core.masks import causal_mask
 
 __all__ = ["FORMS", "elu_feature_map", "linear_attention"]
 
-FORMS = ("quadratic", "parallel", "recurrent")
+FORMS = ("quadratic", "parallel", "recurrent", "chunked")
 
 
 def elu_feature_map(x: torch.Tensor) -> torch.Tensor:
@@ -51,6 +55,7 @@ def linear_attention(
     causal: bool = True,
     form: str = "parallel",
     eps: float = 1e-6,
+    chunk: int = 64,
 ) -> torch.Tensor:
     """Linear attention with :func:`elu_feature_map`, in one of three equal forms.
 
@@ -58,13 +63,15 @@ def linear_attention(
         q: ``(..., L, D)``; k: ``(..., L, D)``; v: ``(..., L, Dv)`` (one length: self-attention).
         causal: query ``i`` sees keys ``0 .. i`` only. ``"recurrent"`` is causal by nature and
             needs ``causal=True``.
-        form: ``"quadratic"``, ``"parallel"`` or ``"recurrent"`` (module docstring).
+        form: ``"quadratic"``, ``"parallel"``, ``"recurrent"`` or ``"chunked"`` (module docstring).
         eps: added to the normaliser (it is positive, so only to guard against underflow).
+        chunk: block length of ``form="chunked"``, a positive int.
 
     Returns:
         ``(..., L, Dv)``.
     """
     form = check_choice("form", form, FORMS)
+    chunk = check_positive_int("chunk", chunk)
     for name, t in (("q", q), ("k", k), ("v", v)):
         check_float_tensor(name, t)
         if t.dim() < 2:
@@ -93,6 +100,8 @@ def linear_attention(
         num = torch.einsum("...ld,...lde->...le", fq, kv)  # (..., L, Dv)
         den = (fq * z).sum(-1, keepdim=True)  # (..., L, 1)
         return num / (den + eps)  # (..., L, Dv)
+    if form == "chunked":
+        return _chunked(fq, fk, v, causal, eps, chunk)  # (..., L, Dv)
     state = fk.new_zeros((*fk.shape[:-2], fk.shape[-1], v.shape[-1]))  # (..., D, Dv)
     z = fk.new_zeros((*fk.shape[:-2], fk.shape[-1]))  # (..., D)
     outs = []
@@ -105,3 +114,25 @@ def linear_attention(
     if not outs:
         return v.new_zeros(v.shape)  # (..., 0, Dv)
     return torch.stack(outs, dim=-2)  # (..., L, Dv)
+
+
+def _chunked(fq: torch.Tensor, fk: torch.Tensor, v: torch.Tensor, causal: bool, eps: float, chunk: int) -> torch.Tensor:
+    """The chunked form: quadratic inside blocks of ``chunk`` positions, a ``(D, Dv)`` state across them."""
+    L = fq.shape[-2]
+    state = fk.new_zeros((*fk.shape[:-2], fk.shape[-1], v.shape[-1]))  # (..., D, Dv)
+    z = fk.new_zeros((*fk.shape[:-2], fk.shape[-1], 1))  # (..., D, 1)
+    if not causal:  # every query sees every key: the whole state first
+        state = torch.matmul(fk.transpose(-2, -1), v)  # (..., D, Dv)
+        z = fk.sum(-2).unsqueeze(-1)  # (..., D, 1)
+        return torch.matmul(fq, state) / (torch.matmul(fq, z) + eps)  # (..., L, Dv)
+    out = v.new_empty(v.shape)  # (..., L, Dv)
+    for c0 in range(0, L, chunk):
+        c = slice(c0, min(c0 + chunk, L))
+        qc, kc, vc = fq[..., c, :], fk[..., c, :], v[..., c, :]  # (..., C, D), (..., C, D), (..., C, Dv)
+        a = torch.matmul(qc, kc.transpose(-2, -1)) * causal_mask(c.stop - c0, device=fq.device)  # (..., C, C)
+        num = torch.matmul(a, vc) + torch.matmul(qc, state)  # (..., C, Dv)
+        den = a.sum(-1, keepdim=True) + torch.matmul(qc, z)  # (..., C, 1)
+        out[..., c, :] = num / (den + eps)
+        state = state + torch.matmul(kc.transpose(-2, -1), vc)  # (..., D, Dv)
+        z = z + kc.sum(-2).unsqueeze(-1)  # (..., D, 1)
+    return out

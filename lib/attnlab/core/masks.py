@@ -34,6 +34,7 @@ S  number of keys / values (source length)
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 
 import torch
@@ -119,7 +120,10 @@ def check_mask(mask: torch.Tensor, scores_shape: torch.Size | tuple[int, ...], n
                 f"{name} has shape {tuple(mask.shape)}, which does not broadcast to the scores' "
                 f"shape {shape} (expected trailing dims (L, S) = {shape[-2:]} or 1)"
             )
-    if mask.dtype.is_floating_point and bool((mask.isnan() | mask.isposinf()).any()):
+    # The maximum is NaN when any entry is NaN and +inf when any is +inf: one number, no (L, S)
+    # temporary (tiled attention checks an (L, S) mask without an (L, S) allocation).
+    top = float(mask.max()) if mask.dtype.is_floating_point and mask.numel() else 0.0
+    if math.isnan(top) or top == math.inf:
         bad = "NaN" if bool(mask.isnan().any()) else "+inf"
         raise ValueError(
             f"{name} is a float mask holding {bad}: float masks are added to the scores, so only finite "

@@ -8,9 +8,11 @@
   materialises all scores. Both follow the course's mask convention (bool ``True`` = takes part,
   float = added; a fully masked row gives a zero output, no NaN).
 * :func:`peak_memory` measures the peak of the tensor memory a function allocates on the CPU
-  (every allocation and free is tracked through PyTorch's dispatcher); :func:`median_seconds`
+  (every allocation and free is tracked through PyTorch's dispatcher; scratch buffers inside a fused
+  kernel are not seen, so a fused kernel's figure is a lower bound); :func:`training_step` is the
+  forward + backward whose peak it measures for training; :func:`median_seconds`
   times it with ``torch.utils.benchmark``; :func:`fitted_exponent` reads the slope of a log-log plot.
-* :func:`kv_cache_bytes` is the key/value cache formula ``2 L Hkv D T B bytes``;
+* :func:`kv_cache_bytes` is the key/value cache formula ``2 layers Hkv D T B bytes``;
   :func:`tensor_bytes` sums the bytes of real cache tensors to check it.
 * :func:`sliding_window_mask` is the band of Beltagy et al. (2020); :class:`RingKVCache` is a
   rolling cache of constant size (as in Mistral): attention of each new query over it equals the
@@ -44,13 +46,17 @@ from torch.utils._pytree import tree_flatten
 
 from attnlab.core.attention import _check_qkv, _check_scale, scaled_dot_product_attention
 from attnlab.core.checks import check_float_tensor, check_int, check_positive_int
-from attnlab.core.masks import as_additive, causal_mask, check_mask
+from attnlab.core.masks import causal_mask, check_mask
 
 __all__ = [
     "naive_attention",
     "online_softmax_step",
     "tiled_attention",
+    "causal_tile_mask",
+    "flash_backward_tile",
+    "FlashAttentionFunction",
     "peak_memory",
+    "training_step",
     "median_seconds",
     "fitted_exponent",
     "kv_cache_bytes",
@@ -147,48 +153,59 @@ def _tile(mask: torch.Tensor | None, rows: slice, cols: slice) -> torch.Tensor |
     return mask
 
 
-def tiled_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    attn_keep: torch.Tensor | None = None,
-    *,
-    causal: bool = False,
-    block_size: int = 128,
-    scale: float | None = None,
-) -> torch.Tensor:
-    """Exact attention, FlashAttention's way: query blocks times key blocks, online softmax.
+def causal_tile_mask(rows: slice, cols: slice, L: int, S: int, *, device=None) -> torch.Tensor:
+    """The ``(rows, cols)`` tile of :func:`attnlab.core.masks.causal_mask` ``(L, S)``, from the index ranges alone.
 
-    For each block of ``Bq`` queries the key blocks are visited in order and folded into a
-    running state by :func:`online_softmax_step`; only one ``(Bq, Bk)`` tile of scores exists
-    at a time, so the extra memory is ``O(Bq * Bk + L * Dv)`` instead of ``O(L * S)``. With
-    ``causal`` the key blocks entirely after a query block are skipped (they would be all ``-inf``).
-    Autograd differentiates through the loop; unlike the fused kernel it keeps every tile for the
-    backward pass (FlashAttention recomputes them instead), so the memory saving is a forward-pass one.
+    Queries are aligned to the end of the keys: query ``i`` sees key ``j`` when ``j <= i + S - L``.
+    Only ``Bq * Bk`` booleans are made, never the whole ``(L, S)`` mask.
 
     Args:
-        q: ``(..., L, D)``; k: ``(..., S, D)``; v: ``(..., S, Dv)``.
-        attn_keep: bool (``True`` = takes part) or float (added) mask broadcastable to ``(..., L, S)``.
-        causal: block keys after each query (queries aligned to the end of the keys, as
-            :func:`attnlab.core.masks.causal_mask`).
-        block_size: ``Bq = Bk``, a positive int; ``L`` and ``S`` need not be multiples of it.
-        scale: score factor, default ``1 / sqrt(D)``.
+        rows: the query indices of the tile, ``slice(start, stop)``; cols: the key indices.
+        L: number of queries; S: number of keys.
 
     Returns:
-        ``(..., L, Dv)``, equal to :func:`naive_attention` up to rounding; zero for fully masked rows.
-
-    Raises:
-        ValueError: ``block_size <= 0``, shapes that do not fit (named), a mask of the wrong shape.
-        TypeError: non-float inputs, a non-int block size.
+        ``(Bq, Bk)`` bool, ``True`` = takes part.
     """
-    scores_shape, scale = _check_attention_args(q, k, v, attn_keep, scale)
-    block_size = check_positive_int("block_size", block_size)
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be a bool, got {type(causal).__name__} {causal!r}")
-    *batch, L, S = scores_shape
+    i = torch.arange(rows.start, rows.stop, device=device)[:, None]  # (Bq, 1)
+    j = torch.arange(cols.start, cols.stop, device=device)[None, :]  # (1, Bk)
+    return j <= i + (S - L)  # (Bq, Bk)
+
+
+def _tile_scores(
+    qb: torch.Tensor,
+    kb: torch.Tensor,
+    mask: torch.Tensor | None,
+    rows: slice,
+    cols: slice,
+    causal: bool,
+    L: int,
+    S: int,
+) -> torch.Tensor:
+    """Scaled and masked scores of one tile: ``qb (..., Bq, D)`` (already scaled) times ``kb (..., Bk, D)``.
+
+    The mask tile is cut from the caller's mask (a view, no copy of the whole mask) and the causal
+    tile is built from the index ranges; blocked scores are ``-inf``.
+    """
+    s = torch.matmul(qb, kb.transpose(-2, -1))  # (..., Bq, Bk)
+    tile = _tile(mask, rows, cols)  # broadcastable to (..., Bq, Bk)
+    if tile is not None:
+        s = torch.where(tile, s, -math.inf) if tile.dtype == torch.bool else s + tile  # (..., Bq, Bk)
+    if causal and cols.stop - 1 > rows.start + S - L:  # a tile crossing the diagonal
+        s = torch.where(causal_tile_mask(rows, cols, L, S, device=s.device), s, -math.inf)  # (..., Bq, Bk)
+    return s
+
+
+def _flash_forward(q, k, v, mask, causal: bool, block_size: int, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The forward loop: ``(out (..., L, Dv), lse (..., L, 1))``, the output and each row's log-sum-exp.
+
+    For each block of ``Bq`` queries the key blocks are visited in turn (FlashAttention-2's order,
+    Dao 2023; FlashAttention-1's Algorithm 1 puts the key/value blocks in the outer loop). A row with
+    no allowed key gets ``lse = +inf``, so that the backward's ``exp(s - lse)`` is 0 there, not NaN.
+    """
+    *batch, L, S = _check_qkv(q, k, v)
     Dv = v.shape[-1]
-    mask = None if attn_keep is None else as_additive(attn_keep, q.dtype)  # broadcastable to (..., L, S)
-    outs = []
+    out = q.new_empty((*batch, L, Dv))  # (..., L, Dv)
+    lse = q.new_empty((*batch, L, 1))  # (..., L, 1)
     for q0 in range(0, L, block_size):
         rows = slice(q0, min(q0 + block_size, L))
         qb = q[..., rows, :] * scale  # (..., Bq, D)
@@ -200,19 +217,151 @@ def tiled_attention(
         last_key = rows.stop - 1 + S - L if causal else S - 1
         for k0 in range(0, min(S, last_key + 1), block_size):
             cols = slice(k0, min(k0 + block_size, S))
-            s = torch.matmul(qb, k[..., cols, :].transpose(-2, -1))  # (..., Bq, Bk)
-            tile = _tile(mask, rows, cols)  # broadcastable to (..., Bq, Bk)
-            if tile is not None:
-                s = s + tile  # (..., Bq, Bk)
-            if causal and cols.stop - 1 > rows.start + S - L:
-                keep = causal_mask(L, S, device=q.device)[rows, cols]  # (Bq, Bk)
-                s = s.masked_fill(~keep, -math.inf)  # (..., Bq, Bk)
+            s = _tile_scores(qb, k[..., cols, :], mask, rows, cols, causal, L, S)  # (..., Bq, Bk)
             m, l, acc = online_softmax_step(m, l, acc, s, v[..., cols, :])
         # A row that saw no allowed key has l = 0 and acc = 0: its output is 0, not 0 / 0.
-        outs.append(acc / torch.where(l == 0, torch.ones_like(l), l))  # (..., Bq, Dv)
-    if not outs:
-        return q.new_zeros((*batch, 0, Dv))  # (..., 0, Dv)
-    return torch.cat(outs, dim=-2)  # (..., L, Dv)
+        out[..., rows, :] = acc / torch.where(l == 0, torch.ones_like(l), l)  # (..., Bq, Dv)
+        lse[..., rows, :] = torch.where(l == 0, math.inf, m + torch.log(l))  # (..., Bq, 1)
+    return out, lse
+
+
+def flash_backward_tile(
+    qb: torch.Tensor,
+    kb: torch.Tensor,
+    vb: torch.Tensor,
+    s: torch.Tensor,
+    lse: torch.Tensor,
+    dout: torch.Tensor,
+    delta: torch.Tensor,
+    scale: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    r"""One tile of FlashAttention's backward pass (Dao et al., 2022, Algorithm 4): recompute ``P``, then its gradients.
+
+    :math:`P = \exp(S - \mathrm{lse})` is the tile of the softmax, recomputed from the scores and the saved
+    log-sum-exp of each row (no running maximum needed). Then :math:`dV = P^\top dO`, :math:`dP = dO\,V^\top`,
+    :math:`dS = P \circ (dP - D)` with :math:`D = \mathrm{rowsum}(dO \circ O)` (the softmax's Jacobian,
+    without the ``(Bq, S)`` row of ``P``), :math:`dQ = \text{scale}\; dS\,K` and :math:`dK = \text{scale}\; dS^\top Q`.
+
+    Args:
+        qb: ``(..., Bq, D)`` queries (unscaled); kb: ``(..., Bk, D)``; vb: ``(..., Bk, Dv)``.
+        s: ``(..., Bq, Bk)`` the tile's scaled, masked scores.
+        lse: ``(..., Bq, 1)`` each row's log-sum-exp over *all* its keys (``+inf`` for a row with none).
+        dout: ``(..., Bq, Dv)`` the gradient of the output rows; delta: ``(..., Bq, 1)`` their ``D``.
+        scale: the score factor.
+
+    Returns:
+        This tile's contributions ``(dQ (..., Bq, D), dK (..., Bk, D), dV (..., Bk, Dv))``.
+    """
+    p = torch.exp(s - lse)  # (..., Bq, Bk)
+    dv = torch.matmul(p.transpose(-2, -1), dout)  # (..., Bk, Dv)
+    dp = torch.matmul(dout, vb.transpose(-2, -1))  # (..., Bq, Bk)
+    ds = p * (dp - delta)  # (..., Bq, Bk)
+    dq = torch.matmul(ds, kb) * scale  # (..., Bq, D)
+    dk = torch.matmul(ds.transpose(-2, -1), qb) * scale  # (..., Bk, D)
+    return dq, dk, dv
+
+
+def _flash_backward(q, k, v, mask, causal, block_size, scale, out, lse, dout):
+    """Gradients of ``q, k, v`` from the saved ``out`` and ``lse``, every ``P`` tile recomputed.
+
+    Key/value blocks in the outer loop, query blocks inside, as Algorithm 4 of Dao et al. (2022):
+    ``dK`` and ``dV`` of a key block are finished when its inner loop ends, ``dQ`` is accumulated.
+    """
+    *batch, L, S = _check_qkv(q, k, v)
+    dq = q.new_zeros((*batch, L, q.shape[-1]))  # (..., L, D)
+    dk = k.new_zeros((*batch, S, k.shape[-1]))  # (..., S, D)
+    dv = v.new_zeros((*batch, S, v.shape[-1]))  # (..., S, Dv)
+    delta = (dout * out).sum(dim=-1, keepdim=True)  # (..., L, 1)
+    for k0 in range(0, S, block_size):
+        cols = slice(k0, min(k0 + block_size, S))
+        kb, vb = k[..., cols, :], v[..., cols, :]  # (..., Bk, D), (..., Bk, Dv)
+        # Causal: the queries before k0 - (S - L) see none of these keys; start at their block.
+        first = max(0, k0 - (S - L)) // block_size * block_size if causal else 0
+        for q0 in range(first, L, block_size):
+            rows = slice(q0, min(q0 + block_size, L))
+            qb = q[..., rows, :]  # (..., Bq, D)
+            s = _tile_scores(qb * scale, kb, mask, rows, cols, causal, L, S)  # (..., Bq, Bk)
+            g_q, g_k, g_v = flash_backward_tile(
+                qb, kb, vb, s, lse[..., rows, :], dout[..., rows, :], delta[..., rows, :], scale
+            )
+            dq[..., rows, :] += g_q
+            dk[..., cols, :] += g_k
+            dv[..., cols, :] += g_v
+    return dq.sum_to_size(q.shape), dk.sum_to_size(k.shape), dv.sum_to_size(v.shape)
+
+
+class FlashAttentionFunction(torch.autograd.Function):
+    """Exact attention with FlashAttention's memory in training too (Dao et al., 2022).
+
+    The forward saves only the inputs, the output ``O`` and each row's log-sum-exp (``O(L)``
+    numbers); the backward recomputes every ``(Bq, Bk)`` tile of ``P`` from them (:func:`flash_backward_tile`).
+    Rabe & Staats (2021, "Self-attention does not need O(n^2) memory") reached the same memory with
+    checkpointed chunks; PyTorch's "memory-efficient" SDPA backend descends from their work. The mask
+    gets no gradient (a float mask that requires one is refused by :func:`tiled_attention`); twice
+    differentiating is not supported.
+    """
+
+    @staticmethod
+    def forward(ctx, q, k, v, mask, causal, block_size, scale):
+        out, lse = _flash_forward(q, k, v, mask, causal, block_size, scale)
+        ctx.save_for_backward(q, k, v, mask, out, lse)
+        ctx.causal, ctx.block_size, ctx.scale = causal, block_size, scale
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dout):
+        q, k, v, mask, out, lse = ctx.saved_tensors
+        dq, dk, dv = _flash_backward(q, k, v, mask, ctx.causal, ctx.block_size, ctx.scale, out, lse, dout)
+        return dq, dk, dv, None, None, None, None
+
+
+def tiled_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    attn_keep: torch.Tensor | None = None,
+    *,
+    causal: bool = False,
+    block_size: int = 128,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """Exact attention, FlashAttention's way: query blocks times key blocks, online softmax; a recomputing backward.
+
+    For each block of ``Bq`` queries the key blocks are visited in order and folded into a
+    running state by :func:`online_softmax_step`; only one ``(Bq, Bk)`` tile of scores exists
+    at a time, so the extra memory is ``O(Bq * Bk + L * Dv)`` instead of ``O(L * S)``. With
+    ``causal`` the key blocks entirely after a query block are skipped and the diagonal tiles get
+    their mask from the index ranges (:func:`causal_tile_mask`); a mask argument is cut into tiles,
+    never copied whole. The backward (:class:`FlashAttentionFunction`) recomputes each tile of ``P``
+    from the saved output and log-sum-exp, so training memory is ``O(L + S)`` as well.
+
+    Args:
+        q: ``(..., L, D)``; k: ``(..., S, D)``; v: ``(..., S, Dv)``.
+        attn_keep: bool (``True`` = takes part) or float (added, no gradient) mask broadcastable to ``(..., L, S)``.
+        causal: block keys after each query (queries aligned to the end of the keys, as
+            :func:`attnlab.core.masks.causal_mask`).
+        block_size: ``Bq = Bk``, a positive int; ``L`` and ``S`` need not be multiples of it.
+        scale: score factor, default ``1 / sqrt(D)``.
+
+    Returns:
+        ``(..., L, Dv)``, equal to :func:`naive_attention` up to rounding; zero for fully masked rows.
+
+    Raises:
+        ValueError: ``block_size <= 0``, shapes that do not fit (named), a mask of the wrong shape,
+            a float mask that requires a gradient.
+        TypeError: non-float inputs, a non-int block size.
+    """
+    _, scale = _check_attention_args(q, k, v, attn_keep, scale)
+    block_size = check_positive_int("block_size", block_size)
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be a bool, got {type(causal).__name__} {causal!r}")
+    if attn_keep is not None and attn_keep.requires_grad and torch.is_grad_enabled():
+        raise ValueError(
+            "attn_keep is a float mask that requires a gradient; tiled_attention gives the mask none "
+            "(its gradient would be a whole (L, S) matrix): detach it, or use naive_attention"
+        )
+    return FlashAttentionFunction.apply(q, k, v, attn_keep, causal, block_size, scale)  # (..., L, Dv)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -282,6 +431,22 @@ def peak_memory(fn: Callable, *args, **kwargs) -> int:
         result = fn(*args, **kwargs)
     del result
     return tracker.peak
+
+
+def training_step(
+    fn: Callable, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dout: torch.Tensor, **kwargs
+) -> None:
+    """The attention part of one training step: ``fn(q, k, v, **kwargs).backward(dout)``, fresh gradients.
+
+    ``q``, ``k``, ``v`` are leaves that require a gradient; their ``.grad`` is reset first, so that
+    ``peak_memory(training_step, ...)`` counts the forward's saved tensors, the backward's and the
+    gradients of one step.
+    """
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not t.requires_grad:
+            raise ValueError(f"{name} must require a gradient (a leaf with requires_grad=True) to be trained")
+        t.grad = None
+    fn(q, k, v, **kwargs).backward(dout)
 
 
 def median_seconds(fn: Callable, *args, min_run_time: float = 0.2, **kwargs) -> float:
@@ -482,8 +647,8 @@ def memory_model(
     """Bytes of the attention scores (naive vs tiled) and of the key/value cache, with the formulas.
 
     * naive: one layer's score matrix for all heads, ``B * H * N * N * bytes``;
-    * tiled: one tile per head plus its running state, ``B * H * (Bq * Bk + Bq * (D + 2)) * bytes``
-      (``Bq = Bk = min(block_size, N)``);
+    * tiled: one tile per head plus its running state, and the output with its log-sum-exp, which grow
+      like ``N``: ``B * H * (Bq * Bk + Bq * (D + 2) + N * (D + 1)) * bytes`` (``Bq = Bk = min(block_size, N)``);
     * cache: :func:`kv_cache_bytes` for ``N`` tokens.
 
     The defaults describe a 7B-class decoder in float16 (32 layers, 32 heads of 128).
@@ -503,7 +668,7 @@ def memory_model(
         raise ValueError(f"num_heads={H} is not divisible by num_kv_heads={Hkv}")
     D, B, nb = check_positive_int("head_dim", head_dim), check_positive_int("batch", batch), bytes_per
     naive = B * H * N * N * nb
-    tiled = B * H * (Bq * Bq + Bq * (D + 2)) * nb
+    tiled = B * H * (Bq * Bq + Bq * (D + 2) + N * (D + 1)) * nb
     cache = kv_cache_bytes(layers=layers, kv_heads=Hkv, head_dim=D, tokens=N, batch=B, bytes_per=nb)
     return {
         "naive": naive,
@@ -512,8 +677,9 @@ def memory_model(
         "ratio": naive / tiled,
         "formulas": {
             "naive": f"B·H·N²·bytes = {B}·{H}·{N}²·{nb} = {naive:,} B",
-            "tiled": f"B·H·(Bq·Bk + Bq·(D+2))·bytes = {B}·{H}·({Bq}·{Bq} + {Bq}·{D + 2})·{nb} = {tiled:,} B",
-            "cache": f"2·L·Hkv·D·T·B·bytes = 2·{layers}·{Hkv}·{D}·{N}·{B}·{nb} = {cache:,} B",
+            "tiled": f"B·H·(Bq·Bk + Bq·(D+2) + N·(D+1))·bytes = {B}·{H}·({Bq}·{Bq} + {Bq}·{D + 2} + {N}·{D + 1})·{nb}"
+            f" = {tiled:,} B",
+            "cache": f"2·layers·Hkv·D·T·B·bytes = 2·{layers}·{Hkv}·{D}·{N}·{B}·{nb} = {cache:,} B",
         },
     }
 

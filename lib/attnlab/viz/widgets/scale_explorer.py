@@ -2,8 +2,8 @@
 
 Three controls, sequence length ``N``, block size and number of key/value heads, go into
 :func:`update_scale_explorer`, a pure function around :func:`attnlab.core.scale.memory_model`. It returns
-the bytes of naive attention's score matrix (``N x N`` per head), of the tiles of FlashAttention's
-tiled computation, and of the key/value cache, each with its formula filled in, plus the curves of
+the bytes of naive attention's score matrix (``N x N`` per head), of FlashAttention's tiles (fixed) plus
+its output (``N x D``, growing like ``N``), and of the key/value cache, each with its formula, plus the curves of
 all three against ``N`` for the plot (log-log, the chosen ``N`` marked). The model described is a
 7B-class decoder in float16 (32 layers, 32 heads of 128), unless other sizes are given.
 
@@ -78,8 +78,8 @@ def format_scale_explorer(result: dict) -> str:
         f"model: {m['layers']} layers, H={m['num_heads']} heads of D={m['head_dim']}, "
         f"Hkv={result['num_kv_heads']}, batch {m['batch']}, {m['bytes_per']} bytes per number\n"
         f"naive scores (one layer): {f['naive']}  ({_human(result['naive'])})\n"
-        f"tiled scores (one layer): {f['tiled']}  ({_human(result['tiled'])})\n"
-        f"  -> tiled holds 1/{result['ratio']:,.0f} of naive's score memory\n"
+        f"tiled (one layer):        {f['tiled']}  ({_human(result['tiled'])})\n"
+        f"  -> tiled holds 1/{result['ratio']:,.0f} of naive's memory (its tile is fixed, its output grows like N)\n"
         f"key/value cache:          {f['cache']}  ({_human(result['cache'])})"
     )
 
@@ -89,7 +89,7 @@ def plot_scale_explorer(result: dict, ax) -> object:
     c = result["curves"]
     for key, label, style in (
         ("naive", "naive scores  ~N²", "-"),
-        ("tiled", "tiled scores  (constant in N)", "--"),
+        ("tiled", "tiled: tile + output  ~N", "--"),
         ("cache", f"KV cache, Hkv={result['num_kv_heads']}  ~N", "-."),
     ):
         ax.loglog(c["N"], [v / 2**20 for v in c[key]], style, label=label, base=2)
