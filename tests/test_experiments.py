@@ -232,6 +232,7 @@ LESSON07_SWITCHES = {
     "fertility",
     "entropy_bonus",
     "reinforce_mix",
+    "reinforce_baseline",  # lesson 08
 }
 
 
