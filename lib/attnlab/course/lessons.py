@@ -29,6 +29,9 @@ __all__ = [
     "predicted_positions",
     "reversal_splits",
     "course_rows",
+    "seed_runs",
+    "seed_verdict",
+    "collapse_signs",
 ]
 
 
@@ -208,3 +211,63 @@ def course_rows(models: Mapping[str, Mapping]) -> dict[str, Mapping]:
     names = {"no attention": "rnn_noattn", "Bahdanau": "bahdanau", f"best Luong ({best})": best,
              "Transformer": "transformer"}
     return {label: models[n] for label, n in names.items() if n in models}
+
+
+def seed_runs(files: Sequence[str], figures: Sequence[str] = ("bleu", "aer")) -> dict:
+    """Mean and sample sd over shipped runs that differ only in their seed (lesson 08's tables).
+
+    Args:
+        files: results names, one per seed (at least one; a missing file is an error, not a smaller mean).
+        figures: top-level results fields (``None`` in a file counts as missing: the figure is left out).
+
+    Returns:
+        ``{"mean": {fig: m}, "sd": {fig: sd or None for one run}, "params": int, "seeds": [seed, ...]}``,
+        the form :func:`compare_seeds` and :func:`attnlab.viz.tables.mean_sd_table` read.
+    """
+    if not files:
+        raise ValueError("files is empty: give the results names of at least one run")
+    runs = [results.read_result(f) for f in files]
+    out = {"mean": {}, "sd": {}, "params": int(runs[0]["params"]), "seeds": [r.get("seed") for r in runs]}
+    for fig in figures:
+        values = [r.get(fig) for r in runs]
+        if any(v is None for v in values):
+            continue
+        out["mean"][fig] = float(np.mean(values))
+        out["sd"][fig] = float(np.std(values, ddof=1)) if len(values) > 1 else None
+    return out
+
+
+def collapse_signs(attns: Sequence[torch.Tensor]) -> dict[str, float]:
+    """Signs of collapsed attention over sentences (``(T, S)`` rows of one sentence each).
+
+    ``distinct peaks``: the mean share of a sentence's target steps whose argmax is a position of their own
+    (1: every step reads another word); ``top position share``: the mean share of steps on the sentence's most
+    read position; ``last position share``: the mean share of steps on the last source position (``<eos>``).
+    """
+    if not attns:
+        raise ValueError("attns is empty")
+    distinct, top, last = [], [], []
+    for a in attns:
+        peaks = torch.as_tensor(a).argmax(1)  # (T,)
+        counts = torch.bincount(peaks, minlength=a.shape[1])  # (S,)
+        distinct.append(len(set(peaks.tolist())) / len(peaks))
+        top.append(float(counts.max()) / len(peaks))
+        last.append(float(counts[-1]) / len(peaks))
+    return {"distinct peaks": float(np.mean(distinct)), "top position share": float(np.mean(top)),
+            "last position share": float(np.mean(last))}
+
+
+def seed_verdict(a: Mapping, b: Mapping, fig: str, *, lower_is_better: bool = False, min_seeds: int = 3) -> str:
+    """The course's difference rule on two :func:`seed_runs` summaries, or ``unknown`` with too few seeds.
+
+    Returns:
+        ``"first better"`` / ``"second better"`` (means apart by more than the two sds added, see
+        :func:`compare_seeds`), ``"level"``, or ``"unknown (n and m seeds)"`` when either has fewer than
+        ``min_seeds`` runs.
+    """
+    check_positive_int("min_seeds", min_seeds)
+    n, m = len(a["seeds"]), len(b["seeds"])
+    if min(n, m) < min_seeds:
+        return f"unknown ({n} and {m} seeds)"
+    sign = compare_seeds(a, b, fig, lower_is_better=lower_is_better)
+    return {1: "first better", -1: "second better", 0: "level"}[sign]
