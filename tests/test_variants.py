@@ -844,9 +844,9 @@ def test_reinforce_mix_reads_soft_contexts_on_some_steps_and_leaves_them_out_of_
     seen = []
     original = model._special_weights
 
-    def spy(scores, mask, prev):  # record each step's softmax and the model's (log_prob, entropy, sampled)
-        out = original(scores, mask, prev)
-        seen.append((torch.softmax(scores.masked_fill(~mask, float("-inf")), -1), *model._policy[-1]))
+    def spy(scores, mask, prev, query):  # record each step's softmax and the model's (log_prob, entropy, sampled)
+        out = original(scores, mask, prev, query)
+        seen.append((torch.softmax(scores.masked_fill(~mask, float("-inf")), -1), *model._policy[-1][:3]))
         return out
 
     model._special_weights = spy
