@@ -181,7 +181,7 @@ def test_seed_summary_is_the_mean_and_sample_sd_of_the_shipped_seeds():
     assert s["mean"]["bleu"] == pytest.approx(np.mean([r["bleu"] for r in runs]))
     assert s["sd"]["aer"] == pytest.approx(np.std([r["aer"] for r in runs], ddof=1))
     assert s["params"] == runs[0]["params"] and s["seeds"] == [0, 1, 2]
-    assert lessons.seed_summary("bahdanau", "ko", ["bleu"]) is None  # only seed 0 is shipped for Korean
+    assert lessons.seed_summary("bahdanau", "ko", ["bleu"], require_all=True) is None  # only seed 0 ships for Korean
 def test_seed_files_and_seed_summary_read_the_shipped_seeds():
     from attnlab.course.lessons import seed_files, seed_summary
 
@@ -207,3 +207,37 @@ def test_seed_verdict_borrows_the_spread_of_the_side_with_seeds():
     assert seed_verdict(one, three, "aer", lower_is_better=True) == "better"
     assert seed_verdict(one, one, "bleu") == "unknown (1 run each)"
     assert seed_verdict(None, three, "bleu") == "not trained"
+def test_seed_runs_mean_and_sample_sd_over_shipped_runs_and_seed_verdict():
+    from attnlab.training import results
+
+    files = ["bahdanau", "bahdanau_seed1", "bahdanau_seed2"]
+    s = lessons.seed_runs(files, ("bleu", "aer"))
+    bleus = [results.read_result(f)["bleu"] for f in files]
+    mean = sum(bleus) / 3
+    assert s["mean"]["bleu"] == pytest.approx(mean)
+    assert s["sd"]["bleu"] == pytest.approx((sum((b - mean) ** 2 for b in bleus) / 2) ** 0.5)
+    assert s["seeds"] == [0, 1, 2] and s["params"] == results.read_result("bahdanau")["params"]
+    one = lessons.seed_runs(["rnn_noattn"], ("bleu", "aer"))
+    assert one["sd"] == {"bleu": None} and "aer" not in one["mean"]  # no AER without attention: left out
+    assert lessons.seed_runs_verdict(s, one, "bleu") == "unknown (3 and 1 seeds)"
+    far = {"mean": {"bleu": mean - 10}, "sd": {"bleu": 0.1}, "seeds": [0, 1, 2]}
+    level = {"mean": {"bleu": mean + 0.01}, "sd": {"bleu": 0.1}, "seeds": [0, 1, 2]}
+    assert lessons.seed_runs_verdict(s, far, "bleu") == "first better"
+    assert lessons.seed_runs_verdict(far, s, "bleu") == "second better"
+    assert lessons.seed_runs_verdict(s, level, "bleu") == "level"
+    assert lessons.seed_runs_verdict(s, far, "bleu", lower_is_better=True) == "second better"
+    with pytest.raises(ValueError, match="files is empty"):
+        lessons.seed_runs([])
+    with pytest.raises(FileNotFoundError, match="no results for 'no_such_run'"):
+        lessons.seed_runs(["bahdanau", "no_such_run"])
+
+
+def test_collapse_signs_by_hand():
+    spread = torch.eye(4)  # (T=4, S=4): every step on its own word
+    stuck = torch.eye(4)[[3, 3, 3, 1]]  # three steps on the last word, one on word 1
+    signs = lessons.collapse_signs([spread, stuck])
+    assert signs["distinct peaks"] == pytest.approx((1 + 2 / 4) / 2)
+    assert signs["top position share"] == pytest.approx((1 / 4 + 3 / 4) / 2)
+    assert signs["last position share"] == pytest.approx((1 / 4 + 3 / 4) / 2)
+    with pytest.raises(ValueError, match="attns is empty"):
+        lessons.collapse_signs([])

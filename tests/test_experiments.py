@@ -235,6 +235,7 @@ LESSON07_SWITCHES = {
     "fertility_floor",
     "coverage_loss_from",
     "undertranslation_loss",
+    "reinforce_baseline",  # lesson 08
 }
 
 

@@ -116,6 +116,7 @@ def rnn_params(m: dict, vs: int, vt: int) -> int:
     n += A if m.get("coverage") else 0
     n += H if m.get("fertility") else 0  # u_f of the predicted fertility N sigmoid(u_f^T h_j)
     n += 8 * m["prev_conv"] + 8 * A if m.get("prev_conv") else 0  # 8 filters, then U_f
+    n += _linear(H + 1, 1) if m.get("reinforce_baseline") == "learned" else 0  # REINFORCE's learned baseline
     return n + (1 if m.get("monotonic") else 0)
 
 

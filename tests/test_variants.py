@@ -32,6 +32,7 @@ VARIANTS = {
     "coverage_see": dict(coverage=True, coverage_loss=1.0, coverage_loss_from=0.8),
     "undertranslation": dict(undertranslation_loss=1.0),
     "fertility_floor": dict(coverage=True, fertility=2, fertility_floor=0.5, coverage_loss=1.0),
+    "reinforce_learned": dict(hard="reinforce", entropy_bonus=0.01, reinforce_baseline="learned"),
 }
 
 
@@ -201,6 +202,37 @@ def test_monotonic_parallel_form_is_exact_after_positions_with_p_near_1(dtype):
         torch.testing.assert_close(par, rec, **tol)
 
 
+@pytest.mark.numeric
+@pytest.mark.parametrize("S", [5, 17, 40, 64])
+def test_monotonic_parallel_form_equals_the_recurrence_within_1e_5_with_exact_0s_1s_and_runs_near_1(S):
+    """Lesson 08's claim (issue 26): in float32 the scan equals the recurrence to 1e-5 for random p with
+    exact 0s and 1s and runs of p = 1 - 1e-4 (where the clamped closed form went wrong), every start."""
+    g = torch.Generator().manual_seed(S)
+    B = 64
+    p = torch.rand(B, S, generator=g)  # (B, S)
+    kind = torch.randint(0, 6, (B, S), generator=g)  # (B, S): 0 -> exact 0, 1 -> exact 1, 2, 3 -> near 1
+    p = torch.where(kind == 0, 0.0, torch.where(kind == 1, 1.0, p))
+    p = torch.where((kind == 2) | (kind == 3), 1 - 1e-4, p)
+    run_start = torch.randint(0, S, (B,), generator=g)  # and one run of near-1 p per row, up to 8 long
+    pos = torch.arange(S)
+    in_run = (pos >= run_start[:, None]) & (pos < run_start[:, None] + torch.randint(1, 9, (B, 1), generator=g))
+    p = torch.where(in_run, 1 - 1e-4, p).float()
+    assert bool((p == 0).any() and (p == 1).any() and (p == torch.tensor(1 - 1e-4)).any())
+    starts = {
+        "one-hot after the run": torch.nn.functional.one_hot((run_start + 3).clamp_max(S - 1), S).float(),
+        "distribution": torch.softmax(torch.randn(B, S, generator=g) * 3, -1),
+        "one-hot at 0": torch.nn.functional.one_hot(torch.zeros(B, dtype=torch.long), S).float(),
+    }
+    for what, prev in starts.items():
+        scan = variants.monotonic_attention(p, prev, parallel=True)
+        loop = variants.monotonic_attention(p, prev, parallel=False)
+        exact = variants.monotonic_attention(p.double(), prev.double(), parallel=False)
+        assert bool(scan.isfinite().all()), what
+        assert float((scan - loop).abs().max()) <= 1e-5, what
+        assert float((scan.double() - exact).abs().max()) <= 1e-5, what
+        assert bool((scan.sum(-1) <= 1 + 1e-5).all()), what
+
+
 def test_monotonic_with_a_one_hot_start_and_certain_stops_is_hard():
     prev = torch.tensor([[0.0, 1.0, 0.0, 0.0]])
     p = torch.tensor([[1.0, 0.0, 1.0, 1.0]])
@@ -368,6 +400,8 @@ def test_monotonic_model_trains_with_the_expectation_and_decodes_hard():
         (dict(entropy_bonus=0.1), r"entropy_bonus .* needs hard='reinforce', got None"),
         (dict(hard="reinforce", entropy_bonus=-0.1), r"entropy_bonus must be >= 0"),
         (dict(reinforce_mix=0.5), r"reinforce_mix .* needs hard='reinforce', got None"),
+        (dict(reinforce_baseline="learned"), r"reinforce_baseline='learned' .* needs hard='reinforce', got None"),
+        (dict(hard="reinforce", reinforce_baseline="critic"), r"reinforce_baseline"),
         (dict(hard="reinforce", reinforce_mix=1.0), r"reinforce_mix must be in \[0, 1\), got"),
         (dict(hard="reinforce", reinforce_mix=-0.1), r"reinforce_mix must be in \[0, 1\), got"),
         (dict(temperature_final=0.5), r"temperature_final .* needs hard='gumbel', got None"),
@@ -770,6 +804,42 @@ def test_reinforce_training_matches_the_estimator_written_out_and_moves_the_base
     assert float(plain.aux_loss.detach()) == 0.0 and plain.aux_loss.requires_grad
 
 
+def test_reinforce_with_a_learned_baseline_credits_each_step_with_its_reward_to_go():
+    """reinforce_baseline="learned": aux_loss has the gradient of -(1/B) sum_{b,t} (G_t - b_t) log p(a_t)
+    - lambda mean H + mean (b_t - G_t)^2, G_t the mean log-likelihood of the tokens from t on (per
+    sentence length), b_t the head's prediction from the query state; its value is the entropy term."""
+    model = tiny(hard="reinforce", entropy_bonus=0.1, reinforce_baseline="learned").train()
+    assert "baseline_head.weight" in model.state_dict()
+    keep = TGT_IN != 0
+    targets = torch.tensor([[4, 5, 6, 2], [7, 2, 0, 0]])  # tgt_in shifted, <eos> after the last token
+    torch.manual_seed(10)
+    logits, attn = model(SRC, TGT_IN, return_attention=True)
+    log_probs, entropy, ref_logits = _reinforce_reference(model, attn)
+    logp = torch.log_softmax(ref_logits.detach(), -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1) * keep
+    n = keep.sum(1, keepdim=True).float()  # (B, 1)
+    to_go = torch.stack([logp[:, t:].sum(1) for t in range(4)], 1) / n  # (B, T)
+    assert torch.allclose(to_go[:, 0], (logp.sum(1) / n.squeeze(1)))  # G_0 is the sentence reward
+    # the queries: the decoder states before each step, written out as _reinforce_reference runs them
+    memory = model.encode(SRC)
+    s = torch.tanh(model.bridge(memory["summary"]))
+    queries = []
+    for t in range(4):
+        queries.append(s)
+        context = memory["states"][torch.arange(2), attn[:, t].argmax(-1)]
+        s = model._cell(torch.cat([model.tgt_emb(TGT_IN[:, t]), context], -1), s)
+    share = ((n - torch.arange(4).float()) / n).clamp_min(0)  # (B, T)
+    feats = torch.cat([torch.stack(queries, 1).detach(), share.unsqueeze(-1)], -1)  # (B, T, H + 1)
+    b = model.baseline_head(feats).squeeze(-1)  # (B, T)
+    entropy_term = -0.1 * (entropy * keep).sum() / keep.sum()
+    want = -(((to_go - b).detach() * log_probs * keep).sum()) / 2 + entropy_term + ((b - to_go) ** 2 * keep).sum() / keep.sum()
+    (head_grad,) = torch.autograd.grad(model.aux_loss, model.baseline_head.weight, retain_graph=True)
+    assert float(head_grad.abs().sum()) > 0  # the baseline is fitted, not fixed
+    torch.testing.assert_close(model.aux_loss, entropy_term)
+    params = [p for n_, p in model.named_parameters() if n_.startswith(("score", "baseline_head"))]
+    for got, wanted in zip(torch.autograd.grad(model.aux_loss, params), torch.autograd.grad(want, params), strict=True):
+        torch.testing.assert_close(got, wanted)
+
+
 def test_reinforce_mix_reads_soft_contexts_on_some_steps_and_leaves_them_out_of_the_surrogate():
     """Xu et al.'s trick: a mixed step's weights are the softmax (with its gradient), a sampled step's a
     one-hot; the surrogate sums the log-probabilities of the sampled steps only."""
@@ -777,9 +847,9 @@ def test_reinforce_mix_reads_soft_contexts_on_some_steps_and_leaves_them_out_of_
     seen = []
     original = model._special_weights
 
-    def spy(scores, mask, prev):  # record each step's softmax and the model's (log_prob, entropy, sampled)
-        out = original(scores, mask, prev)
-        seen.append((torch.softmax(scores.masked_fill(~mask, float("-inf")), -1), *model._policy[-1]))
+    def spy(scores, mask, prev, query):  # record each step's softmax and the model's (log_prob, entropy, sampled)
+        out = original(scores, mask, prev, query)
+        seen.append((torch.softmax(scores.masked_fill(~mask, float("-inf")), -1), *model._policy[-1][:3]))
         return out
 
     model._special_weights = spy

@@ -36,7 +36,9 @@ __all__ = [
     "accuracy_by_position",
     "final_token_accuracy",
     "source_gradient",
-    "seed_summary",
+    "seed_runs",
+    "seed_runs_verdict",
+    "collapse_signs",
 ]
 
 
@@ -130,8 +132,12 @@ def shipped_figures(name: str, pair: str, figures: Sequence[str]) -> tuple[dict,
     """
     check_choice("pair", pair, ("fr", "ko"))
     r, _ = results.find_result(experiments.result_name(name, pair))
-    by = {"em_31_40": r["by_bucket"]["31-40"]["exact_match"]}
-    return {fig: by.get(fig, r.get(fig)) for fig in figures}, r["params"]
+    return {fig: _figure(r, fig) for fig in figures}, r["params"]
+
+
+def _figure(r: Mapping, fig: str):
+    """One figure of results ``r``: ``"em_31_40"`` is the exact match on 31-40 tokens, else the top-level field."""
+    return r["by_bucket"]["31-40"]["exact_match"] if fig == "em_31_40" else r.get(fig)
 
 
 def seed_files(name: str, pair: str = "fr", seeds: Sequence[int] = (0, 1, 2)) -> list[str]:
@@ -140,24 +146,32 @@ def seed_files(name: str, pair: str = "fr", seeds: Sequence[int] = (0, 1, 2)) ->
     return [base if check_int("seed", k, minimum=0) == 0 else f"{base}_seed{k}" for k in seeds]
 
 
-def seed_summary(name: str, pair: str, figures: Sequence[str], seeds: Sequence[int] = (0, 1, 2)) -> dict | None:
+def seed_summary(
+    name: str, pair: str, figures: Sequence[str], seeds: Sequence[int] = (0, 1, 2), *, require_all: bool = False
+) -> dict | None:
     """Mean and sample sd (``n - 1``) of ``figures`` over the *shipped* runs of ``name`` among ``seeds``.
 
+    Seed 0 is the lesson's run, seed ``k`` the file ``<name>[_ko]_seed<k>`` (:func:`seed_files`); ``figures`` as
+    in :func:`shipped_figures` (``"em_31_40"`` included).
+
     Returns:
-        ``{"mean": {fig: x}, "sd": {fig: x or None}, "n": runs found, "files": [...], "params": int}`` (the form
-        :func:`compare_seeds` and :func:`attnlab.viz.tables.mean_sd_table` read; ``sd`` is ``None`` for one run,
-        ``0.0`` in :func:`compare_seeds` terms is never assumed), or ``None`` when no run is shipped.
+        ``{"mean": {fig: x}, "sd": {fig: x or None}, "n": runs found, "files": [...], "seeds": [...],
+        "params": int}`` (the form :func:`compare_seeds` and :func:`attnlab.viz.tables.mean_sd_table` read;
+        ``sd`` is ``None`` for one run), or ``None`` when no run is shipped -- or, with ``require_all``, when
+        any of ``seeds`` is not.
     """
-    files = [f for f in seed_files(name, pair, seeds) if results.results_path(f, shipped=True).exists()]
-    if not files:
+    found = [(k, f) for k, f in zip(seeds, seed_files(name, pair, seeds), strict=True)
+             if results.results_path(f, shipped=True).exists()]
+    if not found or (require_all and len(found) < len(seeds)):
         return None
-    runs = [results.read_result(f) for f in files]
+    runs = [results.read_result(f) for _, f in found]
     mean, sd = {}, {}
     for fig in figures:
-        values = np.array([r[fig] for r in runs if r.get(fig) is not None], dtype=float)
+        values = np.array([v for v in (_figure(r, fig) for r in runs) if v is not None], dtype=float)
         mean[fig] = float(values.mean()) if len(values) else None
         sd[fig] = float(values.std(ddof=1)) if len(values) > 1 else None
-    return {"mean": mean, "sd": sd, "n": len(files), "files": files, "params": runs[0]["params"]}
+    return {"mean": mean, "sd": sd, "n": len(found), "files": [f for _, f in found], "seeds": [k for k, _ in found],
+            "params": runs[0]["params"]}
 
 
 def compare_seeds(a: Mapping, b: Mapping, fig: str, *, lower_is_better: bool = False) -> int:
@@ -331,22 +345,63 @@ def source_gradient(model: nn.Module, pairs: Sequence[Pair], src_vocab, tgt_voca
     return embedded[0].grad.norm(dim=-1)[:, :n_pos].mean(0).numpy()  # (n_pos,)
 
 
-def seed_summary(name: str, pair: str, figures: Sequence[str], seeds: Sequence[int] = (0, 1, 2)) -> dict | None:
-    """Mean and sample sd (``n - 1``) over the shipped seeds of a lesson model, in a comparison's row format.
+def seed_runs(files: Sequence[str], figures: Sequence[str] = ("bleu", "aer")) -> dict:
+    """Mean and sample sd over shipped runs that differ only in their seed (lesson 08's tables).
 
-    Seed 0 is the lesson's run (``result_name(name, pair)``), seed ``k`` the file ``<name>_seed<k>`` of that
-    pair. ``figures`` as in :func:`shipped_figures`.
+    Args:
+        files: results names, one per seed (at least one; a missing file is an error, not a smaller mean).
+        figures: top-level results fields (``None`` in a file counts as missing: the figure is left out).
 
     Returns:
-        ``{"mean": {...}, "sd": {...}, "params": int, "seeds": [...]}``, or None when a seed is not shipped.
+        ``{"mean": {fig: m}, "sd": {fig: sd or None for one run}, "params": int, "seeds": [seed, ...]}``,
+        the form :func:`compare_seeds` and :func:`attnlab.viz.tables.mean_sd_table` read.
     """
-    runs = []
-    for k in seeds:
-        base = name if k == 0 else f"{name}_seed{k}"
-        try:
-            runs.append(shipped_figures(base, pair, figures))
-        except FileNotFoundError:
-            return None
-    mean = {f: float(np.mean([r[f] for r, _ in runs])) for f in figures if all(r[f] is not None for r, _ in runs)}
-    sd = {f: float(np.std([r[f] for r, _ in runs], ddof=1)) for f in mean}
-    return {"mean": mean, "sd": sd, "params": runs[0][1], "seeds": list(seeds)}
+    if not files:
+        raise ValueError("files is empty: give the results names of at least one run")
+    runs = [results.read_result(f) for f in files]
+    out = {"mean": {}, "sd": {}, "params": int(runs[0]["params"]), "seeds": [r.get("seed") for r in runs]}
+    for fig in figures:
+        values = [r.get(fig) for r in runs]
+        if any(v is None for v in values):
+            continue
+        out["mean"][fig] = float(np.mean(values))
+        out["sd"][fig] = float(np.std(values, ddof=1)) if len(values) > 1 else None
+    return out
+
+
+def collapse_signs(attns: Sequence[torch.Tensor]) -> dict[str, float]:
+    """Signs of collapsed attention over sentences (``(T, S)`` rows of one sentence each).
+
+    ``distinct peaks``: the mean share of a sentence's target steps whose argmax is a position of their own
+    (1: every step reads another word); ``top position share``: the mean share of steps on the sentence's most
+    read position; ``last position share``: the mean share of steps on the last source position (``<eos>``).
+    """
+    if not attns:
+        raise ValueError("attns is empty")
+    distinct, top, last = [], [], []
+    for a in attns:
+        peaks = torch.as_tensor(a).argmax(1)  # (T,)
+        counts = torch.bincount(peaks, minlength=a.shape[1])  # (S,)
+        distinct.append(len(set(peaks.tolist())) / len(peaks))
+        top.append(float(counts.max()) / len(peaks))
+        last.append(float(counts[-1]) / len(peaks))
+    return {"distinct peaks": float(np.mean(distinct)), "top position share": float(np.mean(top)),
+            "last position share": float(np.mean(last))}
+
+
+def seed_runs_verdict(a: Mapping, b: Mapping, fig: str, *, lower_is_better: bool = False, min_seeds: int = 3) -> str:
+    """The course's difference rule on two :func:`seed_runs` summaries, or ``unknown`` with too few seeds.
+
+    Unlike :func:`seed_verdict`, a side with fewer than ``min_seeds`` runs never borrows the other's spread.
+
+    Returns:
+        ``"first better"`` / ``"second better"`` (means apart by more than the two sds added, see
+        :func:`compare_seeds`), ``"level"``, or ``"unknown (n and m seeds)"`` when either has fewer than
+        ``min_seeds`` runs.
+    """
+    check_positive_int("min_seeds", min_seeds)
+    n, m = len(a["seeds"]), len(b["seeds"])
+    if min(n, m) < min_seeds:
+        return f"unknown ({n} and {m} seeds)"
+    sign = compare_seeds(a, b, fig, lower_is_better=lower_is_better)
+    return {1: "first better", -1: "second better", 0: "level"}[sign]

@@ -30,7 +30,11 @@ checkpoint saved before them loads unchanged); the computations live in :mod:`at
   its log-probability; the scores learn from the surrogate ``-(r - b) sum_t log p(a_t)`` with the
   reward ``r`` the sentence's mean gold-token log-likelihood and ``b`` a moving average of it
   (``model.reward_baseline``, a buffer outside the state dict), minus ``entropy_bonus`` times the
-  attention's entropy; eval mode takes the argmax;
+  attention's entropy; eval mode takes the argmax. With ``reinforce_baseline="learned"`` each step is
+  credited with its reward-to-go ``G_t = (1/n) sum_{t' >= t} log p(y_t')`` (what the sample at step ``t``
+  can still change) less a baseline ``b_t`` that a linear layer predicts from the detached query state
+  and the share of the sentence still to come, fitted to ``G_t`` by squared error (Williams 1992's
+  state-dependent baseline, as Mnih et al. 2014 and Ranzato et al. 2016 train it);
 * ``fertility=N`` (with ``coverage``) -- Tu et al.'s fertility: ``Phi_j = N sigmoid(u_f^T h_j)`` is
   predicted once per source word (``memory["fertility"]``, :meth:`Seq2SeqRNN.predicted_fertility`)
   and the coverage grows by ``alpha_j / Phi_j``;
@@ -108,6 +112,7 @@ __all__ = ["RNNConfig", "Seq2SeqRNN", "StatesEncoderDecoder", "encode_tokens"]
 ATTENTIONS = (None, "bahdanau", "luong")
 SOURCES = ("tokens", "states")
 HARD = (None, "gumbel", "reinforce")
+REINFORCE_BASELINES = ("average", "learned")
 _CONV_CHANNELS = 8  # filters of the location-aware convolution (Chorowski et al. use 10)
 _MONOTONIC_BIAS = -1.0  # initial r: start by reading on rather than stopping
 _MONOTONIC_NOISE = 1.0  # std of the pre-sigmoid noise in training, which pushes p towards 0 or 1
@@ -186,6 +191,9 @@ class RNNConfig:
             sentence reads the expected context (soft attention, trained by backpropagation) instead
             of the sampled word -- Xu et al.'s (2015) trick, who use 0.5; such steps leave the
             REINFORCE surrogate; 0 = always sample.
+        reinforce_baseline: ``hard="reinforce"`` only: ``"average"`` (one sentence reward credited to
+            every step, less a moving average of it: Xu et al.) or ``"learned"`` (each step's
+            reward-to-go less a baseline predicted from the step's query state, see the module docstring).
         temperature_final: ``hard="gumbel"`` only: anneal the Gumbel-softmax temperature from
             ``temperature`` down to this value (``0 < temperature_final <= temperature``) over a
             training run (:func:`attnlab.training.train.fit_budget` does it); ``None`` = a fixed temperature.
@@ -215,6 +223,7 @@ class RNNConfig:
     fertility: int = 0
     entropy_bonus: float = 0.0
     reinforce_mix: float = 0.0
+    reinforce_baseline: str = "average"
     temperature_final: float | None = None
     fertility_floor: float = 0.0
     coverage_loss_from: float = 0.0
@@ -282,6 +291,12 @@ class RNNConfig:
                 f"entropy_bonus is a term of the REINFORCE surrogate: it needs hard='reinforce', got {self.hard!r}"
             )
         check_probability("reinforce_mix", self.reinforce_mix)
+        check_choice("reinforce_baseline", self.reinforce_baseline, REINFORCE_BASELINES)
+        if self.reinforce_baseline != "average" and self.hard != "reinforce":
+            raise ValueError(
+                f"reinforce_baseline={self.reinforce_baseline!r} is a REINFORCE baseline: it needs hard='reinforce', "
+                f"got {self.hard!r}"
+            )
         if self.reinforce_mix and self.hard != "reinforce":
             raise ValueError(
                 f"reinforce_mix mixes soft steps into REINFORCE training: it needs hard='reinforce', got {self.hard!r}"
@@ -371,12 +386,14 @@ class Seq2SeqRNN(nn.Module):
             # The moving average of the reward; NaN until the first training batch sets it. Not
             # persistent: it belongs to a training run, not to the model, and checkpoints keep their keys.
             self.register_buffer("reward_baseline", torch.tensor(float("nan")), persistent=False)
+            if c.reinforce_baseline == "learned":
+                self.baseline_head = nn.Linear(H + 1, 1)  # b_t = w^T [s; share of the sentence to come] + b0
         # The Gumbel-softmax temperature now: a plain attribute (the config is frozen) that
         # attnlab.training.train's GumbelAnnealing lowers during training when config.temperature_final is set.
         self.temperature: float = c.temperature
         self.aux_loss: torch.Tensor | None = None
-        # REINFORCE samples of one decode: per step (log_prob, entropy, sampled), each (B,)
-        self._policy: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] | None = None
+        # REINFORCE samples of one decode: per step (log_prob, entropy, sampled, query (B, H)), each (B,) but the query
+        self._policy: list[tuple[torch.Tensor, ...]] | None = None
 
     def _device(self) -> torch.device:
         return self.tgt_emb.weight.device
@@ -659,7 +676,7 @@ class Seq2SeqRNN(nn.Module):
             prepared = prepared + self.prev_proj(f)  # (B, S, A)
         scores = self.score(query, states, prepared)  # (B, S)
         if c.monotonic or c.hard:
-            attn = self._special_weights(scores, memory["mask"], named.get("previous attention"))  # (B, S)
+            attn = self._special_weights(scores, memory["mask"], named.get("previous attention"), query)  # (B, S)
             context = torch.bmm(attn.unsqueeze(1), states).squeeze(1)  # (B, H)
             return context, attn, self._next_extras(named, attn, memory.get("fertility"))
         allowed, gauss = memory["mask"], None  # (B, S)
@@ -688,8 +705,13 @@ class Seq2SeqRNN(nn.Module):
         context, attn = attend(scores, states, allowed, scale=gauss)  # (B, H), (B, S)
         return context, attn, self._next_extras(named, attn, memory.get("fertility"))
 
-    def _special_weights(self, scores: torch.Tensor, mask: torch.Tensor, prev: torch.Tensor | None) -> torch.Tensor:
-        """``(B, S)`` weights of monotonic or hard attention (training: differentiable; eval: hard)."""
+    def _special_weights(
+        self, scores: torch.Tensor, mask: torch.Tensor, prev: torch.Tensor | None, query: torch.Tensor
+    ) -> torch.Tensor:
+        """``(B, S)`` weights of monotonic or hard attention (training: differentiable; eval: hard).
+
+        ``query`` ``(B, H)`` is the step's query state, kept for REINFORCE's learned baseline.
+        """
         if self.config.monotonic:
             energy = scores + self.monotonic_bias  # (B, S)
             if self.training:
@@ -710,7 +732,7 @@ class Seq2SeqRNN(nn.Module):
                 soft = masked_softmax(scores, mask)  # (B, S)
                 weights = torch.where(sampled.unsqueeze(1), weights, soft)  # (B, S)
             if self._policy is not None:  # inside decode, which turns them into the surrogate loss
-                self._policy.append((log_prob, entropy, sampled))
+                self._policy.append((log_prob, entropy, sampled, query))
             return weights
         weights = masked_softmax(scores, mask)  # (B, S)
         return nn.functional.one_hot(weights.argmax(-1), scores.size(1)).to(scores.dtype)  # (B, S)
@@ -887,20 +909,47 @@ class Seq2SeqRNN(nn.Module):
         value is subtracted again (detached): the loss returned has the surrogate's gradient and
         the value of its entropy term alone (0 without ``entropy_bonus``).
         """
-        sampled = torch.stack([s for _, _, s in policy], dim=1)  # (B, T): False where the step read soft
+        sampled = torch.stack([s for _, _, s, _ in policy], dim=1)  # (B, T): False where the step read soft
         keep = (tgt_in != PAD) & sampled  # (B, T)
-        log_probs = torch.stack([lp for lp, _, _ in policy], dim=1)  # (B, T)
-        entropy = torch.stack([h for _, h, _ in policy], dim=1)  # (B, T)
+        log_probs = torch.stack([lp for lp, _, _, _ in policy], dim=1)  # (B, T)
+        entropy = torch.stack([h for _, h, _, _ in policy], dim=1)  # (B, T)
+        bonus = self.config.entropy_bonus
+        if self.config.reinforce_baseline == "learned":
+            queries = torch.stack([q for _, _, _, q in policy], dim=1).detach()  # (B, T, H)
+            return self._reinforce_to_go(log_probs, keep, entropy, queries, logits, tgt_in)
         reward = variants.sentence_log_likelihood(logits.detach(), variants.next_tokens(tgt_in))  # (B,)
         with torch.no_grad():
             seen = self.reward_baseline
             baseline = torch.where(torch.isnan(seen), reward.mean().to(seen.dtype), seen)  # ()
             self.reward_baseline.copy_(REINFORCE_DECAY * baseline + (1 - REINFORCE_DECAY) * reward.mean())
         baseline = baseline.to(reward.dtype)
-        bonus = self.config.entropy_bonus
         full = variants.reinforce_surrogate(log_probs, keep, reward, baseline, entropy=entropy, entropy_bonus=bonus)
         policy_gradient = variants.reinforce_surrogate(log_probs, keep, reward, baseline)
         return full - policy_gradient.detach()  # the gradient of full; the value of its entropy term alone
+
+    def _reinforce_to_go(self, log_probs, keep, entropy, queries, logits, tgt_in) -> torch.Tensor:
+        """REINFORCE loss with per-step rewards-to-go and a learned baseline (``reinforce_baseline="learned"``).
+
+        ``G_t = (1/n) sum_{t' >= t} log p(y_t')`` (so ``G_0`` is the sentence reward of the ``"average"``
+        baseline); ``b_t = w^T [s_t; (n - t) / n] + b0`` from the detached query; the loss has the gradient
+        of ``-(1/B) sum_{b,t} (G_t - b_t) log p(a_t) - lambda_e mean H + mean (b_t - G_t)^2`` and the value
+        of its entropy term alone (as :meth:`_reinforce_loss`).
+        """
+        real = tgt_in != PAD  # (B, T)
+        n = real.sum(1, keepdim=True).clamp_min(1).to(log_probs.dtype)  # (B, 1)
+        targets = variants.next_tokens(tgt_in)  # (B, T)
+        logp = torch.log_softmax(logits.detach().float(), -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (B, T)
+        logp = (logp * real).to(log_probs.dtype)  # (B, T)
+        to_go = logp.flip(1).cumsum(1).flip(1) / n  # (B, T): G_t
+        steps = torch.arange(tgt_in.size(1), device=tgt_in.device).to(log_probs.dtype)  # (T,)
+        share = ((n - steps.unsqueeze(0)) / n).clamp_min(0)  # (B, T): the share of the sentence from t on
+        baseline = self.baseline_head(torch.cat([queries, share.unsqueeze(-1)], dim=-1)).squeeze(-1)  # (B, T)
+        advantage = (to_go - baseline).detach()  # (B, T)
+        policy_gradient = -(advantage * log_probs * keep).sum() / log_probs.size(0)
+        fit = ((baseline - to_go) ** 2 * real).sum() / real.sum().clamp_min(1)
+        entropy_term = -self.config.entropy_bonus * (entropy * keep).sum() / keep.sum().clamp_min(1)
+        gradient_only = policy_gradient + fit
+        return entropy_term + gradient_only - gradient_only.detach()
 
     def _check_decode_args(self, source_shape, tgt_in, gold, teacher_forcing) -> float:
         """Check :meth:`decode`'s arguments against the source's ``(B, S)``; returns ``teacher_forcing``."""
