@@ -86,6 +86,16 @@ def test_mean_sd_table_without_paper_and_errors():
         mean_sd_table(SUMMARY, {})
 
 
+def test_mean_sd_table_percent_columns():
+    rows = {"m": {"mean": {"share": 0.9823, "aer": 0.094}, "sd": {"share": 0.0071, "aer": 0.023}, "params": 7}}
+    lines = mean_sd_table(rows, {"share": ("on gold", 1), "aer": ("AER", 3)}, percent={"share"},
+                          singles={"one": ({"share": 0.5}, 7)}).splitlines()
+    assert lines[2] == f"{'m':15s}{'98.2% ± 0.7':>15s}{'0.094 ± 0.023':>15s}{7:8d}"
+    assert lines[3] == f"{'one *':15s}{'50.0%' + ' ' * 6:>15s}{'-' + ' ' * 8:>15s}{7:8d}"
+    with pytest.raises(ValueError, match=r"percent names figures \['bleu'\] that are not columns"):
+        mean_sd_table(rows, {"share": ("on gold", 1)}, percent=["bleu"])
+
+
 def test_checkpoint_table():
     curve = {"step": [200, 500, 1000], "bleu": [18.5, 87.8, 95.8]}
     lines = checkpoint_table({"English→French": {"luong_dot": curve}}, (200, 500, 1000), short=lambda n: n[6:]).splitlines()

@@ -7,7 +7,7 @@ text, one table a string, so that a lesson cell reads ``print(bucket_table(...))
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 import pandas as pd
 
@@ -86,17 +86,24 @@ def bucket_table_by_pair(by_pair: Mapping[str, Mapping[str, Mapping]], columns: 
     return "\n".join(lines)
 
 
-def _mean_sd(mean, sd, digits: int) -> str:
-    """'mean ± sd' right-aligned in 15 characters; a single run (sd None) keeps its mean in the same place."""
+def _mean_sd(mean, sd, digits: int, percent: bool = False) -> str:
+    """'mean ± sd' right-aligned in 15 characters; a single run (sd None) keeps its mean in the same place.
+
+    With ``percent``, a share is shown as a percentage and its sd in percentage points: ``98.2% ± 0.7``."""
     blank = " " * (digits + 5)  # the width of " ± sd"
-    text = "-" + blank if mean is None else f"{mean:.{digits}f}" + (blank if sd is None else f" ± {sd:.{digits}f}")
+    if percent:
+        mean, sd = (None if x is None else 100 * x for x in (mean, sd))
+    sign = "%" if percent else ""
+    spread = blank if sd is None else f" ± {sd:.{digits}f}"
+    text = "-" + blank if mean is None else f"{mean:.{digits}f}{sign}" + spread
     return f"{text:>15s}"
 
 
 def mean_sd_table(rows: Mapping[str, Mapping], columns: Mapping[str, tuple[str, int]], *,
                   names: Sequence[str] | None = None, short: Callable[[str], str] = str,
                   paper: Mapping[str, str] | None = None,
-                  singles: Mapping[str, tuple[Mapping, int]] | None = None) -> str:
+                  singles: Mapping[str, tuple[Mapping, int]] | None = None,
+                  percent: Collection[str] = ()) -> str:
     """Mean ± sd over seeds per model, then single runs (marked ``*``) for comparison.
 
     Args:
@@ -106,6 +113,8 @@ def mean_sd_table(rows: Mapping[str, Mapping], columns: Mapping[str, tuple[str, 
         short: the row label of a model name.
         paper: when given, a last column with a paper's figure per model (``-`` where it has none).
         singles: ``{row label: (figures, params)}`` of single runs, shown without sd below the rest.
+        percent: figures that are shares (0-1), shown as percentages with ``digits`` decimals and their sd
+            in percentage points (``98.2% ± 0.7``), so that prose quoting "98.2%" quotes the output.
     """
     _check_mapping("rows", rows)
     _check_mapping("columns", columns)
@@ -113,15 +122,19 @@ def mean_sd_table(rows: Mapping[str, Mapping], columns: Mapping[str, tuple[str, 
     missing = [n for n in names if n not in rows]
     if missing:
         raise ValueError(f"names {missing} are not in rows ({sorted(rows)})")
+    unknown = sorted(set(percent) - set(columns))
+    if unknown:
+        raise ValueError(f"percent names figures {unknown} that are not columns ({list(columns)})")
     head = f"{'variant':15s}" + "".join(f"{label:>15s}" for label, _ in columns.values()) + f"{'params':>8s}"
     lines = [head + (f"{'paper':>7s}" if paper is not None else ""), "-" * (len(head) + 7 * (paper is not None))]
     for name in names:
         s = rows[name]
-        line = "".join(_mean_sd(s["mean"].get(f), s["sd"].get(f), d) for f, (_, d) in columns.items())
+        line = "".join(_mean_sd(s["mean"].get(f), s["sd"].get(f), d, f in percent) for f, (_, d) in columns.items())
         last = f"{paper.get(name, '-'):>7s}" if paper is not None else ""
         lines.append(f"{short(name):15s}{line}{s['params']:8d}{last}")
     for label, (figs, params) in (singles or {}).items():
-        lines.append(f"{label + ' *':15s}" + "".join(_mean_sd(figs.get(f), None, d) for f, (_, d) in columns.items())
+        lines.append(f"{label + ' *':15s}" + "".join(_mean_sd(figs.get(f), None, d, f in percent)
+                                                      for f, (_, d) in columns.items())
                      + f"{params:8d}")
     return "\n".join(lines)
 
