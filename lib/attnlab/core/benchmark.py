@@ -12,6 +12,7 @@ PyTorch's own fast configuration). This is a measurement, not a test: nothing as
 
 from __future__ import annotations
 
+import logging
 import statistics
 import time
 from collections.abc import Callable
@@ -22,7 +23,12 @@ from torch import nn
 from attnlab.core.attention import MultiHeadAttention
 from attnlab.core.masks import causal_mask, padding_mask, to_nn_mha_mask
 
-__all__ = ["time_fwd_bwd", "run", "report"]
+# torch.utils.benchmark imports torch.utils.cpp_extension, which logs "No CUDA runtime is found" on a CPU-only
+# machine: a warning about compiling CUDA extensions, which nothing here does.
+logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+from torch.utils import benchmark as torch_benchmark  # noqa: E402
+
+__all__ = ["time_fwd_bwd", "run", "report", "median_ms"]
 
 
 def _fwd_bwd_seconds(fn: Callable[[], torch.Tensor], params: list[torch.Tensor]) -> float:
@@ -101,3 +107,17 @@ def report(results: dict[str, float]) -> str:
     for name, t in results.items():
         lines.append(f"{name:46s} {t * 1e3:10.2f} {t / base:7.2f}x")
     return "\n".join(lines)
+
+
+def median_ms(fn: Callable, *args, min_run_time: float = 0.3, **kwargs) -> float:
+    """Median milliseconds of ``fn(*args, **kwargs)`` without autograd, on one thread.
+
+    ``torch.utils.benchmark`` repeats the call until ``min_run_time`` seconds have passed (lesson 4 times a GRU
+    and self-attention with it).
+    """
+    timer = torch_benchmark.Timer(
+        "with torch.no_grad(): fn(*args, **kwargs)",
+        globals={"fn": fn, "args": args, "kwargs": kwargs, "torch": torch},
+        num_threads=1,
+    )
+    return timer.blocked_autorange(min_run_time=min_run_time).median * 1e3

@@ -7,6 +7,7 @@ what only repeats setup or counts things for a printed figure lives here, so tha
 from __future__ import annotations
 
 import random
+import statistics
 from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
@@ -17,7 +18,7 @@ from torch import nn
 from attnlab.core.checks import check_choice, check_int, check_positive_int
 from attnlab.core.profiles import use_course_threads
 from attnlab.data.corpus import Pair, Splits
-from attnlab.training import experiments, results
+from attnlab.training import experiments, report, results
 
 __all__ = [
     "setup_lesson",
@@ -29,6 +30,9 @@ __all__ = [
     "predicted_positions",
     "reversal_splits",
     "course_rows",
+    "course_models",
+    "seed_summary",
+    "course_verdicts",
 ]
 
 
@@ -204,7 +208,81 @@ def course_rows(models: Mapping[str, Mapping]) -> dict[str, Mapping]:
 
     ``models`` is ``{experiment name: results}`` for one language pair; rows whose model is missing are left out.
     """
+    return {label: models[n] for label, n in _row_names(models).items() if n in models}
+
+
+def course_models(pair: str = "fr") -> dict[str, dict]:
+    """``{preset name: results}`` of the shipped translation runs of ``pair`` that are a preset's own file (seed 0, the
+    preset's name): the runs saved under another name (other seeds, budgets, sizes) are left out."""
+    check_choice("pair", pair, ("fr", "ko"))
+    found = {}
+    for name, r in report.load_all_results().items():
+        preset = r.get("experiment", name)
+        if r.get("pair", "fr") == pair and name == experiments.result_name(preset, pair) and r.get("seed", 0) == 0:
+            found[preset] = r
+    return found
+
+
+def seed_summary(name: str, pair: str = "fr", figures: Sequence[str] = ("bleu", "em_31_40")) -> dict | None:
+    """Mean and sample sd over seeds 0, 1, 2 of preset ``name``: ``{"seeds", "mean", "sd"}``, or ``None`` when fewer
+    than three seeds are shipped.
+
+    A Luong variant's come from lesson 3's comparison file (``luong_<pair>``); any other preset's from its shipped
+    runs ``name``, ``name_seed1``, ``name_seed2`` (``scripts/train_seeds.py``). ``"em_31_40"`` is the exact match on
+    31-40-token sentences.
+    """
+    check_choice("pair", pair, ("fr", "ko"))
+    if name.startswith("luong_"):
+        variants = results.read_comparison(f"luong_{pair}")["variants"]
+        if name not in variants or len(variants[name]["seeds"]) < 3:
+            return None
+        v = variants[name]
+        return {"seeds": v["seeds"], "mean": {f: v["mean"][f] for f in figures}, "sd": {f: v["sd"][f] for f in figures}}
+    runs = []
+    for out in [name] + [f"{name}_seed{k}" for k in (1, 2)]:
+        try:
+            r = results.read_result(experiments.result_name(out, pair))
+        except FileNotFoundError:
+            return None
+        runs.append({"bleu": r["bleu"], "em_31_40": r["by_bucket"]["31-40"]["exact_match"], **r})
+    return {"seeds": [r.get("seed", 0) for r in runs],
+            "mean": {f: statistics.mean(r[f] for r in runs) for f in figures},
+            "sd": {f: statistics.stdev(r[f] for r in runs) for f in figures}}
+
+
+def course_verdicts(models: Mapping[str, Mapping], pair: str, fig: str = "bleu") -> list[str]:
+    """Lesson 6's verdict on "the highest ``fig``" among the attention models of :func:`course_rows`, by lesson 3's
+    difference rule (:func:`compare_seeds`, :func:`claim_verdict`) over seeds 0-2; one line per model, then the verdict.
+
+    A model with fewer than three shipped seeds makes the verdict ``unknown``: one seed cannot separate a lead from
+    seed noise.
+    """
+    rows = course_rows(models)
+    names = {label: models_name for label, models_name in _row_names(models).items()
+             if label in rows and label != "no attention"}
+    summaries = {label: seed_summary(n, pair) for label, n in names.items()}
+    seeded = {label: s for label, s in summaries.items() if s is not None}
+    label_of = {"bleu": "BLEU", "em_31_40": "exact match on 31-40 tokens"}[fig]
+    digits = 2 if fig == "bleu" else 3
+    lines = []
+    for label, s in summaries.items():
+        seed0 = rows[label]["bleu"] if fig == "bleu" else rows[label]["by_bucket"]["31-40"]["exact_match"]
+        spread = (f"seeds {s['seeds']}: {s['mean'][fig]:.{digits}f} ± {s['sd'][fig]:.{digits}f}" if s
+                  else "fewer than 3 seeds shipped")
+        lines.append(f"  {label:28s} seed 0: {seed0:.{digits}f}   {spread}   ({rows[label]['train_steps']:,} steps)")
+    missing = [label for label in summaries if label not in seeded]
+    if missing or len(seeded) < 2:
+        verdict = f"unknown (no 3 seeds of {', '.join(missing)})"
+    else:
+        leader = max(seeded, key=lambda label: seeded[label]["mean"][fig])
+        signs = [compare_seeds(seeded[leader], seeded[o], fig) for o in seeded if o != leader]
+        verdict = claim_verdict(signs)
+        verdict = f"{leader} {verdict}" if verdict != "tie" else "tie (no mean is ahead by more than both sds)"
+    return [f"highest {label_of} -- {verdict}", *lines]
+
+
+def _row_names(models: Mapping[str, Mapping]) -> dict[str, str]:
+    """``course_rows``' labels -> the preset names behind them."""
     best = max((n for n in models if n.startswith("luong_")), key=lambda n: models[n]["bleu"], default=None)
-    names = {"no attention": "rnn_noattn", "Bahdanau": "bahdanau", f"best Luong ({best})": best,
-             "Transformer": "transformer"}
-    return {label: models[n] for label, n in names.items() if n in models}
+    return {"no attention": "rnn_noattn", "Bahdanau": "bahdanau", f"best Luong ({best})": best,
+            "Transformer": "transformer"}
