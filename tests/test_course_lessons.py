@@ -124,3 +124,38 @@ def test_shipped_figures_reads_the_shipped_run():
     assert params > 0
     with pytest.raises(ValueError, match="pair must be one of 'fr', 'ko', got 'de'"):
         lessons.shipped_figures("bahdanau", "de", ["bleu"])
+
+
+def test_course_models_are_the_presets_own_seed_0_files():
+    fr = lessons.course_models("fr")
+    assert {"bahdanau", "luong_concat", "transformer"} <= set(fr)
+    assert not any("_seed" in name for name in fr) and all(r.get("seed", 0) == 0 for r in fr.values())
+    assert fr["transformer"]["model"] == "transformer" and lessons.course_models("ko")["transformer"]["model"] == "transformer_ko"
+
+
+def test_seed_summary_reads_three_seeds_or_gives_none():
+    b = lessons.seed_summary("bahdanau", "fr")
+    runs = [lessons.results.read_result(n)["bleu"] for n in ("bahdanau", "bahdanau_seed1", "bahdanau_seed2")]
+    assert b["seeds"] == [0, 1, 2] and min(runs) <= b["mean"]["bleu"] <= max(runs) and b["sd"]["bleu"] > 0
+    assert lessons.seed_summary("luong_concat", "fr")["seeds"] == [0, 1, 2]  # from lesson 3's comparison
+    assert lessons.seed_summary("rnn_noattn", "ko") is None  # one seed shipped
+
+
+def test_course_verdicts_apply_the_difference_rule(monkeypatch):
+    models = lessons.course_models("fr")
+    best_luong = max((n for n in models if n.startswith("luong_")), key=lambda n: models[n]["bleu"])
+    fake = {"bahdanau": (98.0, 0.1), best_luong: (99.0, 0.1), "transformer": (99.5, 0.1)}
+
+    def summary(name, pair="fr", figures=("bleu", "em_31_40")):
+        if name not in fake:
+            return None
+        m, sd = fake[name]
+        return {"seeds": [0, 1, 2], "mean": {"bleu": m, "em_31_40": 0.5}, "sd": {"bleu": sd, "em_31_40": 0.01}}
+
+    monkeypatch.setattr(lessons, "seed_summary", summary)
+    assert lessons.course_verdicts(models, "fr")[0] == "highest BLEU -- Transformer holds"
+    fake["transformer"] = (99.1, 0.1)  # ahead of Luong by less than both sds, of Bahdanau by more
+    assert lessons.course_verdicts(models, "fr")[0] == "highest BLEU -- Transformer holds 1/2"
+    assert "tie" in lessons.course_verdicts(models, "fr", "em_31_40")[0]
+    del fake["transformer"]
+    assert lessons.course_verdicts(models, "fr")[0] == "highest BLEU -- unknown (no 3 seeds of Transformer)"
