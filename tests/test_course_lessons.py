@@ -153,9 +153,12 @@ def test_course_verdicts_apply_the_difference_rule(monkeypatch):
         return {"seeds": [0, 1, 2], "mean": {"bleu": m, "em_31_40": 0.5}, "sd": {"bleu": sd, "em_31_40": 0.01}}
 
     monkeypatch.setattr(lessons, "seed_summary", summary)
-    assert lessons.course_verdicts(models, "fr")[0] == "highest BLEU -- Transformer holds"
+    assert lessons.course_verdicts(models, "fr")[0] == (
+        "highest BLEU -- Transformer, ahead of every other model by more than both sds")
     fake["transformer"] = (99.1, 0.1)  # ahead of Luong by less than both sds, of Bahdanau by more
-    assert lessons.course_verdicts(models, "fr")[0] == "highest BLEU -- Transformer holds 1/2"
-    assert "tie" in lessons.course_verdicts(models, "fr", "em_31_40")[0]
+    assert lessons.course_verdicts(models, "fr")[0] == (
+        f"highest BLEU -- a tie between Transformer and best Luong ({best_luong}) (ahead of the rest by more than both sds)")
+    assert lessons.course_verdicts(models, "fr", "em_31_40")[0] == (
+        "highest exact match on 31-40 tokens -- a tie: no mean is ahead of another by more than both sds")
     del fake["transformer"]
     assert lessons.course_verdicts(models, "fr")[0] == "highest BLEU -- unknown (no 3 seeds of Transformer)"

@@ -275,9 +275,15 @@ def course_verdicts(models: Mapping[str, Mapping], pair: str, fig: str = "bleu")
         verdict = f"unknown (no 3 seeds of {', '.join(missing)})"
     else:
         leader = max(seeded, key=lambda label: seeded[label]["mean"][fig])
-        signs = [compare_seeds(seeded[leader], seeded[o], fig) for o in seeded if o != leader]
-        verdict = claim_verdict(signs)
-        verdict = f"{leader} {verdict}" if verdict != "tie" else "tie (no mean is ahead by more than both sds)"
+        others = [o for o in seeded if o != leader]
+        signs = [compare_seeds(seeded[leader], seeded[o], fig) for o in others]
+        level = [o for o, sign in zip(others, signs, strict=True) if sign == 0]
+        if claim_verdict(signs) == "holds":
+            verdict = f"{leader}, ahead of every other model by more than both sds"
+        elif len(level) == len(others):
+            verdict = "a tie: no mean is ahead of another by more than both sds"
+        else:
+            verdict = f"a tie between {leader} and {', '.join(level)} (ahead of the rest by more than both sds)"
     return [f"highest {label_of} -- {verdict}", *lines]
 
 
