@@ -96,7 +96,7 @@ def translation_checkpoints() -> list[str]:
     names = []
     for p in sorted(CHECKPOINTS.glob("*.safetensors")):
         meta = json.loads(p.with_suffix(".json").read_text())
-        if meta.get("kind") in TEXT_FAMILIES:
+        if meta.get("kind") in TEXT_FAMILIES and not meta.get("task"):  # not a toy run of attnlab.course.toys
             names.append(p.stem)
     return names
 

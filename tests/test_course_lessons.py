@@ -241,3 +241,39 @@ def test_collapse_signs_by_hand():
     assert signs["last position share"] == pytest.approx((1 / 4 + 3 / 4) / 2)
     with pytest.raises(ValueError, match="attns is empty"):
         lessons.collapse_signs([])
+def test_course_models_are_the_presets_own_seed_0_files():
+    fr = lessons.course_models("fr")
+    assert {"bahdanau", "luong_concat", "transformer"} <= set(fr)
+    assert not any("_seed" in name for name in fr) and all(r.get("seed", 0) == 0 for r in fr.values())
+    assert fr["transformer"]["model"] == "transformer" and lessons.course_models("ko")["transformer"]["model"] == "transformer_ko"
+
+
+def test_seed_summary_reads_three_seeds_or_gives_none():
+    b = lessons.seed_summary("bahdanau", "fr", require_all=True)
+    runs = [lessons.results.read_result(n)["bleu"] for n in ("bahdanau", "bahdanau_seed1", "bahdanau_seed2")]
+    assert b["seeds"] == [0, 1, 2] and min(runs) <= b["mean"]["bleu"] <= max(runs) and b["sd"]["bleu"] > 0
+    assert lessons.seed_summary("luong_concat", "fr")["seeds"] == [0, 1, 2]  # from lesson 3's comparison
+    assert lessons.seed_summary("rnn_noattn", "ko", require_all=True) is None  # one seed shipped
+
+
+def test_course_verdicts_apply_the_difference_rule(monkeypatch):
+    models = lessons.course_models("fr")
+    best_luong = max((n for n in models if n.startswith("luong_")), key=lambda n: models[n]["bleu"])
+    fake = {"bahdanau": (98.0, 0.1), best_luong: (99.0, 0.1), "transformer": (99.5, 0.1)}
+
+    def summary(name, pair="fr", figures=("bleu", "em_31_40"), require_all=False):
+        if name not in fake:
+            return None
+        m, sd = fake[name]
+        return {"seeds": [0, 1, 2], "mean": {"bleu": m, "em_31_40": 0.5}, "sd": {"bleu": sd, "em_31_40": 0.01}}
+
+    monkeypatch.setattr(lessons, "seed_summary", summary)
+    assert lessons.course_verdicts(models, "fr")[0] == (
+        "highest BLEU -- Transformer, ahead of every other model by more than both sds")
+    fake["transformer"] = (99.1, 0.1)  # ahead of Luong by less than both sds, of Bahdanau by more
+    assert lessons.course_verdicts(models, "fr")[0] == (
+        f"highest BLEU -- a tie between Transformer and best Luong ({best_luong}) (ahead of the rest by more than both sds)")
+    assert lessons.course_verdicts(models, "fr", "em_31_40")[0] == (
+        "highest exact match on 31-40 tokens -- a tie: no mean is ahead of another by more than both sds")
+    del fake["transformer"]
+    assert lessons.course_verdicts(models, "fr")[0] == "highest BLEU -- unknown (no 3 seeds of Transformer)"

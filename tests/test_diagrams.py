@@ -14,8 +14,12 @@ from attnlab.viz.diagrams import (  # noqa: E402
     attention_step_numbers,
     draw_attention_step,
     draw_encoder_decoder_stack,
+    draw_multihead,
+    draw_qkv_projections,
     draw_seq2seq_bottleneck,
     draw_transformer_block,
+    draw_warmup_schedule,
+    noam_rate,
 )
 
 
@@ -209,6 +213,10 @@ ALL_DIAGRAMS = {
     "decoder_post": lambda: draw_transformer_block("decoder", "post"),
     "stack_2": lambda: draw_encoder_decoder_stack(2),
     "stack_6_post": lambda: draw_encoder_decoder_stack(6, norm="post"),
+    "qkv": lambda: draw_qkv_projections(),
+    "multihead_1": lambda: draw_multihead(1),
+    "multihead_4": lambda: draw_multihead(4),
+    "multihead_8": lambda: draw_multihead(8),
 }
 
 
@@ -287,3 +295,42 @@ def test_step_order_puts_attention_before_the_rnn_step_for_bahdanau_and_after_fo
     assert first["b"] < step["b"] and step["l"] < first["l"]  # attend then step; step then attend
     assert "input feeding (next step)" in got
     assert _layout_problems(fig) == []
+# --- lessons 04-06 --------------------------------------------------------------------------
+
+
+def test_qkv_diagram_shows_the_three_projections_and_the_softmax():
+    text = " ".join(t.get_text() for t in texts(draw_qkv_projections()))
+    for part in ("X W_Q", "X W_K", "X W_V", "softmax", "sqrt{d_k}", "\\alpha V"):
+        assert part in text, part
+
+
+@pytest.mark.parametrize(("h", "shown", "hidden"), [(1, ["head 0"], ["head 1"]), (4, ["head 0", "head 3"], ["..."]),
+                                                   (8, ["head 0", "head 1", "head 7", "..."], ["head 2", "head 6"])])
+def test_multihead_draws_up_to_four_heads_then_an_ellipsis(h, shown, hidden):
+    text = " ".join(t.get_text() for t in texts(draw_multihead(h)))
+    assert all(s in text for s in shown) and not any(s in text for s in hidden), text
+    assert f"H = {h}" in text and "split" in text and "concat" in text
+
+
+def test_multihead_refuses_a_bad_head_count():
+    with pytest.raises(ValueError, match="num_heads"):
+        draw_multihead(0)
+
+
+@pytest.mark.numeric
+def test_noam_rate_warms_up_linearly_then_decays_as_one_over_sqrt_step():
+    steps = np.arange(1, 20_001)
+    rate = noam_rate(steps, 512, 4000)
+    assert int(steps[rate.argmax()]) == 4000
+    np.testing.assert_allclose(rate[3999], 512**-0.5 * 4000**-0.5, rtol=1e-12)
+    np.testing.assert_allclose(rate[:4000] / steps[:4000], rate[0], rtol=1e-12)  # linear warm-up
+    np.testing.assert_allclose(rate[4000:] * np.sqrt(steps[4000:]), 512**-0.5, rtol=1e-12)  # then 1/sqrt(step)
+    with pytest.raises(ValueError, match="steps start at 1"):
+        noam_rate([0, 1])
+
+
+def test_warmup_schedule_has_a_course_panel_only_with_a_curve():
+    assert len(draw_warmup_schedule(steps=1000).axes) == 1
+    curve = [{"step": 75 * i, "lr": 1e-3 * min(i, 25 - i)} for i in range(1, 21)]
+    fig = draw_warmup_schedule(curve, steps=1000)
+    assert len(fig.axes) == 2 and "peak at step 900" in fig.axes[1].get_title()

@@ -9,6 +9,7 @@ from attnlab.models.hierarchical import HAN, HANConfig
 from attnlab.models.multisource import MultiSourceConfig, MultiSourceRNN
 from attnlab.models.rnn import RNNConfig, Seq2SeqRNN
 from attnlab.models.speech import Transcriber, TranscriberConfig
+from attnlab.models.toys import HeadPerTask, HeadTasksConfig
 from attnlab.models.transformer import Transformer, TransformerConfig
 from attnlab.models.vision import Captioner, CaptionerConfig, CNNClassifier, CNNConfig, ViT, ViTConfig
 from attnlab.training import families as models
@@ -25,10 +26,12 @@ def test_families_and_their_classes():
         "multisource": (MultiSourceRNN, MultiSourceConfig),
         "transcriber": (Transcriber, TranscriberConfig),
         "han": (HAN, HANConfig),
+        "head_tasks": (HeadPerTask, HeadTasksConfig),
     }
     # checkpoints store and check the vocabularies named by these fields (attnlab.training.checkpoint.vocab_sides)
     sides = {"rnn": {"src", "tgt"}, "transformer": {"src", "tgt"}, "captioner": {"tgt"}, "vit": set(), "cnn": set()}
     sides |= {"agreement": {"src", "tgt"}, "multisource": {"src", "tgt"}, "transcriber": {"tgt"}, "han": set()}
+    sides |= {"head_tasks": set()}
     for fam in models.FAMILIES.values():
         fields = {f.name for f in dataclasses.fields(fam.config_cls)}
         assert {f"{side}_vocab_size" for side in sides[fam.name]} <= fields, fam.name
@@ -43,7 +46,7 @@ def test_build_model_from_a_dict_or_a_config():
 
 
 def test_bad_names_and_configs():
-    with pytest.raises(ValueError, match=r"unknown model family 'lstm'; known: \['agreement', 'captioner', 'cnn', 'han', 'multisource', 'rnn', 'transcriber', 'transformer', 'vit'\]"):
+    with pytest.raises(ValueError, match=r"unknown model family 'lstm'; known: \['agreement', 'captioner', 'cnn', 'han', 'head_tasks', 'multisource', 'rnn', 'transcriber', 'transformer', 'vit'\]"):
         models.get_family("lstm")
     with pytest.raises(TypeError, match="config of family 'transformer' must be a TransformerConfig or a dict, got RNNConfig"):
         models.build_model("transformer", RNNConfig(9, 11))

@@ -3,10 +3,10 @@ end to end as a learner runs it (open, Run menu -> Run All Cells, wait for idle)
 
 The lessons run with ``ATTNLAB_USE_SHIPPED=1`` (lesson 00 explains it): ``experiments.run`` loads the
 shipped model instead of training it (lesson 03 skips its three 200-step live runs, of which no model
-is shipped); each lesson that calls it must show that it loaded. What still trains in the browser
-(nbval trains it too): the tiny models that lessons 05 and 06 train in their own cells. Lesson 13's
-speller and document models load their shipped runs (``speech_experiments.run``,
-``hierarchical_experiments.run``: counted like ``experiments.run``).
+is shipped); each lesson that calls it must show that it loaded, and so must each call of ``toys.run``
+(:mod:`attnlab.course.toys`: the tiny models of lessons 05 and 06, shipped by
+``scripts/lesson05_06_toys.py``) and of lesson 13's ``speech_experiments.run`` and
+``hierarchical_experiments.run`` (the speller and the document models). Nothing trains in the browser.
 """
 
 from __future__ import annotations
@@ -32,11 +32,13 @@ WIDGET_LESSONS = sorted((name for name, specs in EXPECTED.items() if specs), key
 
 
 def _shipped_runs(lesson: str) -> int:
-    """How many of the lesson's code cells call ``experiments.run`` (cells tagged ``slow`` left out: lesson 03's
-    one trains only without ``ATTNLAB_USE_SHIPPED``); under the variable each one loads a shipped model."""
+    """How many of the lesson's code cells call ``experiments.run`` or ``toys.run`` (cells tagged ``slow`` left out:
+    lesson 03's one trains only without ``ATTNLAB_USE_SHIPPED``); under the variable each one loads a shipped
+    model and says so."""
     cells = json.loads((REPO / "notebooks" / lesson).read_text())["cells"]
     return sum(
-        c["cell_type"] == "code" and "slow" not in c["metadata"].get("tags", []) and "experiments.run(" in "".join(c["source"])
+        c["cell_type"] == "code" and "slow" not in c["metadata"].get("tags", [])
+        and any(call in "".join(c["source"]) for call in ("experiments.run(", "toys.run("))
         for c in cells
     )
 

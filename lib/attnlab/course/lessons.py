@@ -18,7 +18,7 @@ from attnlab.core.checks import check_choice, check_int, check_positive_int
 from attnlab.core.profiles import use_course_threads
 from attnlab.data import loaders, vocab
 from attnlab.data.corpus import Pair, Splits
-from attnlab.training import experiments, results
+from attnlab.training import experiments, report, results
 
 __all__ = [
     "seed_files",
@@ -39,6 +39,9 @@ __all__ = [
     "seed_runs",
     "seed_runs_verdict",
     "collapse_signs",
+    "course_models",
+    "seed_summary",
+    "course_verdicts",
 ]
 
 
@@ -147,12 +150,14 @@ def seed_files(name: str, pair: str = "fr", seeds: Sequence[int] = (0, 1, 2)) ->
 
 
 def seed_summary(
-    name: str, pair: str, figures: Sequence[str], seeds: Sequence[int] = (0, 1, 2), *, require_all: bool = False
+    name: str, pair: str = "fr", figures: Sequence[str] = ("bleu", "em_31_40"), seeds: Sequence[int] = (0, 1, 2), *,
+    require_all: bool = False,
 ) -> dict | None:
     """Mean and sample sd (``n - 1``) of ``figures`` over the *shipped* runs of ``name`` among ``seeds``.
 
     Seed 0 is the lesson's run, seed ``k`` the file ``<name>[_ko]_seed<k>`` (:func:`seed_files`); ``figures`` as
-    in :func:`shipped_figures` (``"em_31_40"`` included).
+    in :func:`shipped_figures` (``"em_31_40"`` included). A Luong variant's seeds come from lesson 3's comparison
+    file (``luong_<pair>``, where ``scripts/compare_luong.py`` keeps every seed) when it holds all of ``seeds``.
 
     Returns:
         ``{"mean": {fig: x}, "sd": {fig: x or None}, "n": runs found, "files": [...], "seeds": [...],
@@ -160,6 +165,12 @@ def seed_summary(
         ``sd`` is ``None`` for one run), or ``None`` when no run is shipped -- or, with ``require_all``, when
         any of ``seeds`` is not.
     """
+    check_choice("pair", pair, ("fr", "ko"))
+    if name.startswith("luong_"):
+        v = results.read_comparison(f"luong_{pair}")["variants"].get(name)
+        if v is not None and set(seeds) <= set(v["seeds"]) and len(v["seeds"]) == len(seeds):
+            return {"mean": {f: v["mean"][f] for f in figures}, "sd": {f: v["sd"][f] for f in figures},
+                    "n": len(seeds), "files": [f"comparisons/luong_{pair}"], "seeds": list(v["seeds"]), "params": None}
     found = [(k, f) for k, f in zip(seeds, seed_files(name, pair, seeds), strict=True)
              if results.results_path(f, shipped=True).exists()]
     if not found or (require_all and len(found) < len(seeds)):
@@ -270,10 +281,63 @@ def course_rows(models: Mapping[str, Mapping]) -> dict[str, Mapping]:
 
     ``models`` is ``{experiment name: results}`` for one language pair; rows whose model is missing are left out.
     """
+    return {label: models[n] for label, n in _row_names(models).items() if n in models}
+
+
+def course_models(pair: str = "fr") -> dict[str, dict]:
+    """``{preset name: results}`` of the shipped translation runs of ``pair`` that are a preset's own file (seed 0, the
+    preset's name): the runs saved under another name (other seeds, budgets, sizes) are left out."""
+    check_choice("pair", pair, ("fr", "ko"))
+    found = {}
+    for name, r in report.load_all_results().items():
+        preset = r.get("experiment", name)
+        if r.get("pair", "fr") == pair and name == experiments.result_name(preset, pair) and r.get("seed", 0) == 0:
+            found[preset] = r
+    return found
+
+
+def course_verdicts(models: Mapping[str, Mapping], pair: str, fig: str = "bleu") -> list[str]:
+    """Lesson 6's verdict on "the highest ``fig``" among the attention models of :func:`course_rows`, by lesson 3's
+    difference rule (:func:`compare_seeds`, :func:`claim_verdict`) over seeds 0-2; one line per model, then the verdict.
+
+    A model with fewer than three shipped seeds makes the verdict ``unknown``: one seed cannot separate a lead from
+    seed noise.
+    """
+    rows = course_rows(models)
+    names = {label: models_name for label, models_name in _row_names(models).items()
+             if label in rows and label != "no attention"}
+    summaries = {label: seed_summary(n, pair, require_all=True) for label, n in names.items()}
+    seeded = {label: s for label, s in summaries.items() if s is not None}
+    label_of = {"bleu": "BLEU", "em_31_40": "exact match on 31-40 tokens"}[fig]
+    digits = 2 if fig == "bleu" else 3
+    lines = []
+    for label, s in summaries.items():
+        seed0 = rows[label]["bleu"] if fig == "bleu" else rows[label]["by_bucket"]["31-40"]["exact_match"]
+        spread = (f"seeds {s['seeds']}: {s['mean'][fig]:.{digits}f} ± {s['sd'][fig]:.{digits}f}" if s
+                  else "fewer than 3 seeds shipped")
+        lines.append(f"  {label:28s} seed 0: {seed0:.{digits}f}   {spread}   ({rows[label]['train_steps']:,} steps)")
+    missing = [label for label in summaries if label not in seeded]
+    if missing or len(seeded) < 2:
+        verdict = f"unknown (no 3 seeds of {', '.join(missing)})"
+    else:
+        leader = max(seeded, key=lambda label: seeded[label]["mean"][fig])
+        others = [o for o in seeded if o != leader]
+        signs = [compare_seeds(seeded[leader], seeded[o], fig) for o in others]
+        level = [o for o, sign in zip(others, signs, strict=True) if sign == 0]
+        if claim_verdict(signs) == "holds":
+            verdict = f"{leader}, ahead of every other model by more than both sds"
+        elif len(level) == len(others):
+            verdict = "a tie: no mean is ahead of another by more than both sds"
+        else:
+            verdict = f"a tie between {leader} and {', '.join(level)} (ahead of the rest by more than both sds)"
+    return [f"highest {label_of} -- {verdict}", *lines]
+
+
+def _row_names(models: Mapping[str, Mapping]) -> dict[str, str]:
+    """``course_rows``' labels -> the preset names behind them."""
     best = max((n for n in models if n.startswith("luong_")), key=lambda n: models[n]["bleu"], default=None)
-    names = {"no attention": "rnn_noattn", "Bahdanau": "bahdanau", f"best Luong ({best})": best,
-             "Transformer": "transformer"}
-    return {label: models[n] for label, n in names.items() if n in models}
+    return {"no attention": "rnn_noattn", "Bahdanau": "bahdanau", f"best Luong ({best})": best,
+            "Transformer": "transformer"}
 
 
 def _forced_hits(model: nn.Module, pairs: Sequence[Pair], src_vocab, tgt_vocab, batch: int = 250):

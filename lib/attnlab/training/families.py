@@ -7,8 +7,9 @@ with :class:`attnlab.models.rnn.RNNConfig`), ``"transformer"`` (:class:`attnlab.
 ``"cnn"`` (:class:`~attnlab.models.vision.CNNClassifier`); ``"agreement"``
 (:class:`attnlab.models.agreement.AgreementPair`, two RNNs trained in both directions) and ``"multisource"``
 (:class:`attnlab.models.multisource.MultiSourceRNN`); lesson 13's ``"transcriber"``
-(:class:`attnlab.models.speech.Transcriber`) and ``"han"`` (:class:`attnlab.models.hierarchical.HAN`).
-Checkpoints store the family name and the config
+(:class:`attnlab.models.speech.Transcriber`) and ``"han"`` (:class:`attnlab.models.hierarchical.HAN`); lesson 5's
+one-head-per-task toy ``"head_tasks"`` (:class:`attnlab.models.toys.HeadPerTask`). Checkpoints store the family
+name and the config
 (:mod:`attnlab.training.checkpoint`); named experiments build their models by family
 (:mod:`attnlab.training.experiments`).
 Adding a family means adding one line to :data:`FAMILIES` and nothing anywhere else.
@@ -29,6 +30,7 @@ from attnlab.models.hierarchical import HAN, HANConfig
 from attnlab.models.multisource import MultiSourceConfig, MultiSourceRNN
 from attnlab.models.rnn import RNNConfig, Seq2SeqRNN
 from attnlab.models.speech import Transcriber, TranscriberConfig
+from attnlab.models.toys import HeadPerTask, HeadTasksConfig
 from attnlab.models.transformer import Transformer, TransformerConfig
 from attnlab.models.vision import Captioner, CaptionerConfig, CNNClassifier, CNNConfig, ViT, ViTConfig
 
@@ -74,6 +76,7 @@ FAMILIES: dict[str, Family] = {
         Family("multisource", MultiSourceRNN, MultiSourceConfig),
         Family("transcriber", Transcriber, TranscriberConfig),
         Family("han", HAN, HANConfig),
+        Family("head_tasks", HeadPerTask, HeadTasksConfig),
     )
 }
 

@@ -21,6 +21,9 @@ one inch, and returns the Figure. None of them shows the figure.
   the two stacks of layers, the encoder memory feeding every decoder layer's cross-attention,
   and the output projection.
 
+* :func:`draw_qkv_projections` (lesson 04), :func:`draw_multihead` (lesson 05) and
+  :func:`draw_warmup_schedule` (lesson 06, with :func:`noam_rate`, the paper's schedule).
+
 Labels are sized to stay inside their boxes at the default figure sizes; the tests check it with
 :func:`_layout_problems`, which works on any figure drawn here.
 
@@ -53,6 +56,10 @@ __all__ = [
     "draw_encoder_decoder_stack",
     "draw_seq2seq_bottleneck",
     "draw_transformer_block",
+    "draw_qkv_projections",
+    "draw_multihead",
+    "noam_rate",
+    "draw_warmup_schedule",
 ]
 
 KINDS = ("encoder", "decoder")
@@ -772,4 +779,128 @@ def draw_encoder_decoder_stack(n_layers: int = 2, ax=None, *, norm: str = "pre")
         fontsize=SMALL - 1,
         color=ENCODER[1],
     )
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# lessons 04-06: projections, heads, warm-up
+
+
+def _fit_box(ax, x, y, label, colours, *, min_w=0.9, h=0.42, fontsize=FONT):
+    """A box centred at (x, y) wide enough for ``label`` (and at least ``min_w``); returns (patch, width)."""
+    w = max(min_w, _text_size(label, fontsize)[0] + 0.24)
+    h = max(h, _text_size(label, fontsize)[1] + 0.16)
+    return _box(ax, x, y, w, h, label, colours, fontsize=fontsize), w, h
+
+
+def draw_qkv_projections(ax=None):
+    """Lesson 04: one self-attention layer as data flow: ``X`` times three learned matrices gives ``Q``, ``K`` and
+    ``V``; the scaled scores ``QK^T / sqrt(d_k)`` go through a row-wise softmax, and the weights average ``V``.
+
+    Returns:
+        The Figure.
+    """
+    width, height = 7.6, 2.9
+    fig, ax = _canvas(ax, width, height)
+    y_q, y_k, y_v, y_mid = 2.25, 1.45, 0.55, 1.85
+    x_box, xw, _ = _fit_box(ax, 0.55, y_k, "$X$\n(T, d)", EMBEDDING, min_w=0.7)
+    proj = {}
+    for name, y, colours in (("Q", y_q, ATTENTION), ("K", y_k, ENCODER), ("V", y_v, FEED_FORWARD)):
+        _, w, _ = _fit_box(ax, 2.35, y, f"${name} = X W_{name}$", colours)
+        proj[name] = (2.35 + w / 2, y)
+        _arrow(ax, (0.55 + xw / 2, y_k), (1.25, y), (2.35 - w / 2, y))
+    _, sw, sh = _fit_box(ax, 4.3, y_mid, "scores\n$QK^\\top/\\sqrt{d_k}$  (T, T)", CONTEXT)
+    for name in ("Q", "K"):
+        _arrow(ax, proj[name], (4.3 - sw / 2, y_mid + (0.1 if name == "Q" else -0.1)))
+    _, fw, _ = _fit_box(ax, 5.75, y_mid, "softmax\nper row: $\\alpha$", NORM, min_w=0.8)
+    _arrow(ax, (4.3 + sw / 2, y_mid), (5.75 - fw / 2, y_mid))
+    _, ow, oh = _fit_box(ax, 6.95, y_mid, "$\\alpha V$\n(T, d_v)", OUTPUT, min_w=0.7)
+    _arrow(ax, (5.75 + fw / 2, y_mid), (6.95 - ow / 2, y_mid))
+    _arrow(ax, proj["V"], (6.95, y_v), (6.95, y_mid - oh / 2))
+    ax.text(width / 2, height - 0.15, "self-attention: queries, keys and values from one sequence", ha="center",
+            va="center", fontsize=SMALL, weight="bold")
+    return fig
+
+
+def draw_multihead(num_heads: int = 4, ax=None):
+    """Lesson 05: multi-head attention, data flowing upwards: three ``E x E`` projections, the split of
+    ``(B, L, E)`` into ``(B, H, L, D)``, ``H`` attentions side by side, the concatenation back to ``(B, L, E)``
+    and the output projection ``W_O``. More than four heads are drawn as the first two, an ellipsis and the last.
+
+    Raises:
+        TypeError / ValueError: ``num_heads`` is not a positive int.
+    """
+    num_heads = check_positive_int("num_heads", num_heads)
+    shown = list(range(num_heads)) if num_heads <= 4 else [0, 1, None, num_heads - 1]
+    head_w, gap = 1.05, 0.15
+    width = max(4.6, len(shown) * (head_w + gap) + 0.6)
+    height = 5.3
+    fig, ax = _canvas(ax, width, height)
+    x = width / 2
+    ax.text(x, 0.18, "input $X$  (B, L, E)", ha="center", va="center", fontsize=SMALL)
+    _, _, ph = _fit_box(ax, x, 0.85, "$Q, K, V = X W_Q,\\ X W_K,\\ X W_V$   ($E \\times E$ each)", ATTENTION)
+    _arrow(ax, (x, 0.3), (x, 0.85 - ph / 2))
+    _, _, sh = _fit_box(ax, x, 1.75, "split: (B, L, E) $\\to$ (B, H, L, D),  $D = E / H$", NORM)
+    _arrow(ax, (x, 0.85 + ph / 2), (x, 1.75 - sh / 2))
+    y_head = 2.85
+    x0 = x - (len(shown) - 1) * (head_w + gap) / 2
+    for i, h in enumerate(shown):
+        xh = x0 + i * (head_w + gap)
+        if h is None:
+            ax.text(xh, y_head, "...", ha="center", va="center", fontsize=FONT)
+            continue
+        _box(ax, xh, y_head, head_w, 0.62, f"head {h}\nsoftmax, $\\cdot V_{{{h}}}$", ENCODER, fontsize=SMALL)
+        _arrow(ax, (x, 1.75 + sh / 2), (xh, y_head - 0.31))
+        _arrow(ax, (xh, y_head + 0.31), (x, 3.95 - 0.21))
+    _, _, ch = _fit_box(ax, x, 3.95, "concat: (B, H, L, D) $\\to$ (B, L, E)", NORM)
+    _, _, oh = _fit_box(ax, x, 4.65, "$W_O$  ($E \\times E$)", OUTPUT)
+    _arrow(ax, (x, 3.95 + ch / 2), (x, 4.65 - oh / 2))
+    ax.text(x, height - 0.12, f"multi-head attention, H = {num_heads}", ha="center", va="center", fontsize=SMALL,
+            weight="bold")
+    return fig
+
+
+def noam_rate(step, d_model: int = 512, warmup: int = 4000) -> np.ndarray:
+    """The learning rate of Vaswani et al. (2017, eq. 3): ``d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)``.
+
+    Linear warm-up for ``warmup`` steps, then decay as ``1 / sqrt(step)``; the peak is at ``step = warmup``.
+    """
+    d_model, warmup = check_positive_int("d_model", d_model), check_positive_int("warmup", warmup)
+    step = np.asarray(step, dtype=float)
+    if (step < 1).any():
+        raise ValueError(f"steps start at 1, got a smallest step of {step.min()}")
+    return d_model**-0.5 * np.minimum(step**-0.5, step * warmup**-1.5)
+
+
+def draw_warmup_schedule(course_curve=None, *, d_model: int = 512, warmup: int = 4000, steps: int = 100_000, axes=None):
+    """Lesson 06: the paper's learning-rate schedule (:func:`noam_rate`, its base model: 100,000 steps, 4,000 of
+    warm-up) beside the course's one-cycle schedule, read from a run's ``loss_curve`` (points with ``step`` and
+    ``lr``; the right panel is left out when ``course_curve`` is None).
+
+    Returns:
+        The Figure.
+    """
+    steps = check_positive_int("steps", steps)
+    panels = 1 if course_curve is None else 2
+    if axes is None:
+        fig, axes = plt.subplots(1, panels, figsize=(4.2 * panels, 2.6), squeeze=False)
+        axes = axes[0]
+    fig = axes[0].figure
+    s = np.arange(1, steps + 1)
+    rate = noam_rate(s, d_model, warmup)
+    axes[0].plot(s, rate, color=ENCODER[1])
+    axes[0].axvline(warmup, color=LINE, lw=0.8, ls=":")
+    axes[0].set_title(f"Vaswani et al. (2017): warm-up {warmup:,} steps, then $1/\\sqrt{{step}}$", fontsize=SMALL)
+    axes[0].set_xlabel("step", fontsize=SMALL)
+    axes[0].set_ylabel("learning rate", fontsize=SMALL)
+    if course_curve is not None:
+        pts = [(p["step"], p["lr"]) for p in course_curve]
+        axes[1].plot(*zip(*pts, strict=True), color=DECODER[1], marker=".")
+        peak = max(pts, key=lambda p: p[1])[0]
+        axes[1].axvline(peak, color=LINE, lw=0.8, ls=":")
+        axes[1].set_title(f"the course's one-cycle: peak at step {peak:,}", fontsize=SMALL)
+        axes[1].set_xlabel("step", fontsize=SMALL)
+    for a in axes:
+        a.tick_params(labelsize=SMALL - 1)
+    fig.tight_layout()
     return fig
