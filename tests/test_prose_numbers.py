@@ -36,7 +36,6 @@ ALLOWLISTS = ROOT / "tests" / "prose_numbers"
 # Lessons being rewritten by other hands: the coordinator removes an entry once its lesson passes.
 # Their failures today are reported, never allowlisted.
 BEING_REWRITTEN = {
-    "12_attention_at_scale": "lesson 12 is being rewritten; its failures here are listed for its owner",
     "13_attention_beyond_text": "lesson 13 is being rewritten; its failures here are listed for its owner",
 }
 
