@@ -33,17 +33,8 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 RESULTS = ROOT / "data" / "results"
 ALLOWLISTS = ROOT / "tests" / "prose_numbers"
 
-# Lessons being rewritten by other hands: the coordinator removes an entry once its lesson passes.
-# Their failures today are reported, never allowlisted.
-BEING_REWRITTEN = {
-    "12_attention_at_scale": "lesson 12 is being rewritten; its failures here are listed for its owner",
-}
-
-
 def _lesson_param(path):
-    reason = BEING_REWRITTEN.get(path.stem)
-    marks = [pytest.mark.xfail(strict=False, reason=f"BEING REWRITTEN: {reason}")] if reason else []
-    return pytest.param(path, id=path.stem, marks=marks)
+    return pytest.param(path, id=path.stem)
 
 
 @pytest.mark.parametrize("notebook", [_lesson_param(p) for p in NOTEBOOKS])
