@@ -6,7 +6,8 @@ with :class:`attnlab.models.rnn.RNNConfig`), ``"transformer"`` (:class:`attnlab.
 ``"captioner"`` (:class:`~attnlab.models.vision.Captioner`), ``"vit"`` (:class:`~attnlab.models.vision.ViT`) and
 ``"cnn"`` (:class:`~attnlab.models.vision.CNNClassifier`); ``"agreement"``
 (:class:`attnlab.models.agreement.AgreementPair`, two RNNs trained in both directions) and ``"multisource"``
-(:class:`attnlab.models.multisource.MultiSourceRNN`). Checkpoints store the family name and the config
+(:class:`attnlab.models.multisource.MultiSourceRNN`); ``"decoder_only"``
+(:class:`attnlab.models.decoder_only.DecoderOnly`, lesson 11). Checkpoints store the family name and the config
 (:mod:`attnlab.training.checkpoint`); named experiments build their models by family
 (:mod:`attnlab.training.experiments`).
 Adding a family means adding one line to :data:`FAMILIES` and nothing anywhere else.
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from torch import nn
 
 from attnlab.models.agreement import AgreementConfig, AgreementPair
+from attnlab.models.decoder_only import DecoderOnly, DecoderOnlyConfig
 from attnlab.models.multisource import MultiSourceConfig, MultiSourceRNN
 from attnlab.models.rnn import RNNConfig, Seq2SeqRNN
 from attnlab.models.transformer import Transformer, TransformerConfig
@@ -68,6 +70,7 @@ FAMILIES: dict[str, Family] = {
         Family("cnn", CNNClassifier, CNNConfig),
         Family("agreement", AgreementPair, AgreementConfig),
         Family("multisource", MultiSourceRNN, MultiSourceConfig),
+        Family("decoder_only", DecoderOnly, DecoderOnlyConfig),
     )
 }
 
