@@ -8,7 +8,7 @@ Usage::
 ``train`` ships ``NAME`` (seed 0), ``NAME_seed1``, ``NAME_seed2`` (``..._ko`` for Korean), each through
 :func:`attnlab.training.experiments.run` with the preset's cpu profile and step budget, the names that
 ``scripts/train_seeds.py`` gives the encoder-decoder's seeds. ``analyse`` loads every shipped run of both
-models and writes ``data/results/lesson11_analysis.json`` (:func:`attnlab.training.decoder_only_report.analyse`):
+models and writes ``data/results/comparisons/lesson11.json`` (:func:`attnlab.training.decoder_only_report.analyse`):
 per-head AER grids, attention mass on the first token, decoding speed with and without the cache,
 sliding windows with and without a sink, and the seeds' scores side by side.
 """
@@ -23,6 +23,7 @@ import sys
 import torch
 
 from attnlab.training import experiments
+from attnlab.training.decoder_only_report import analyse
 
 
 def seed_name(name: str, seed: int, pair: str) -> str:
@@ -49,14 +50,12 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--name", default="decoder_only")
     t.add_argument("--pair", choices=("fr", "ko"), default="fr")
     t.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    sub.add_parser("analyse", help="write data/results/lesson11_analysis.json from the shipped runs")
+    sub.add_parser("analyse", help="write data/results/comparisons/lesson11.json from the shipped runs")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     if args.command == "train":
         train(args)
     else:
-        from attnlab.training.decoder_only_report import analyse
-
         analyse()
     return 0
 
