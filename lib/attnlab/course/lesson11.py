@@ -21,7 +21,7 @@ def seed_table(summaries: Mapping[str, dict], figures: Sequence[str] = ("bleu", 
     """
     lines = []
     for label, s in summaries.items():
-        cells = [f"{f} {s['mean'][f]:.3f} ± {s['sd'][f]:.3f}" for f in figures]
+        cells = [f"{f} {s['mean'][f]:.3f} ± " + ("–" if s["sd"][f] is None else f"{s['sd'][f]:.3f}") for f in figures]
         lines.append(f"{label:<28s} ({len(s['runs'])} seeds, {s['params']:,} params): " + ", ".join(cells))
     (na, a), (nb, b) = list(summaries.items())[:2]
     for f in figures:
