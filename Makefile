@@ -50,11 +50,11 @@ XDIST := -n 2
 # `numeric` with PyTorch's and MKL's kernels for older CPUs, whose float32 last digits differ.
 STAGE_TIMES ?= build/stage_times.json
 LINT_CMD := $(VENV)/bin/ruff check lib tests notebooks benchmarks scripts
-UNIT_CMD := $(VENV)/bin/pytest $(XDIST) tests
+UNIT_CMD := $(VENV)/bin/pytest $(XDIST) --durations=15 tests
 NUMERIC_DEFAULT_CMD := ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2 $(VENV)/bin/pytest $(XDIST) -m numeric tests
 NUMERIC_AVX2_CMD := ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 $(VENV)/bin/pytest $(XDIST) -m numeric tests
 BROWSER_CMD := $(VENV)/bin/pytest tests/browser --durations=6
-NOTEBOOKS_CMD := $(VENV)/bin/pytest $(XDIST) --dist loadscope $(NBVAL) notebooks
+NOTEBOOKS_CMD := $(VENV)/bin/pytest $(XDIST) --dist loadscope --durations=20 $(NBVAL) notebooks
 RUN_STAGES := $(PY) scripts/run_stages.py --json $(STAGE_TIMES)
 
 test: setup

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python scripts/make_shipped_fixture.py [--check] [--out PATH]
+    python scripts/make_shipped_fixture.py [--check | --update] [--out PATH]
 
 The fixture freezes today's behaviour of each model in ``data/checkpoints/`` so that
 ``tests/test_shipped_models.py`` fails when a refactor renames a parameter, changes a forward
@@ -237,14 +237,22 @@ def compare(got: dict, want: dict) -> list[str]:
     return problems
 
 
-def build(stored: dict | None = None) -> dict:
+def build(stored: dict | None = None, *, keep: dict | None = None) -> dict:
     """The whole fixture, computed from the current code and checkpoints (one thread).
 
     With ``stored`` (a fixture), each model's translations are scored without its stored
-    ``near_ties`` (as the test does) instead of finding them again.
+    ``near_ties`` (as the test does) instead of finding them again. With ``keep`` (a fixture), a
+    model whose entry there has the checkpoint's current ``weights_sha256`` keeps that entry and is
+    not scored again (``--update``: only new and retrained checkpoints are scored).
     """
     torch.set_num_threads(1)
     names = translation_checkpoints()
+    old = keep["models"] if keep else {}
+    kept = {
+        name: old[name]
+        for name in names
+        if name in old and old[name]["weights_sha256"] == file_digest(CHECKPOINTS / f"{name}.safetensors")
+    }
     pairs = {name: checkpoint_pair(name) for name in names}
     sentences = {pair: default_test_sentences(pair) for pair in sorted(set(pairs.values()))}
     return {
@@ -254,7 +262,9 @@ def build(stored: dict | None = None) -> dict:
             pair: [{"src": " ".join(s), "ref": " ".join(t)} for s, t in sents] for pair, sents in sentences.items()
         },
         "models": {
-            name: {"pair": pairs[name], **score_model(name, sentences[pairs[name]], _near_ties(stored, name))}
+            name: kept[name]
+            if name in kept
+            else {"pair": pairs[name], **score_model(name, sentences[pairs[name]], _near_ties(stored, name))}
             for name in names
         },
     }
@@ -289,13 +299,17 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python scripts/make_shipped_fixture.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="compare with the stored fixture instead of writing it")
     ap.add_argument("--out", type=Path, default=FIXTURE, help="where to write (default: %(default)s)")
+    ap.add_argument(
+        "--update", action="store_true",
+        help="score only the checkpoints that are new or retrained (weights digest changed); keep the other entries",
+    )
     args = ap.parse_args(argv)
     if args.check:
         stored = json.loads(FIXTURE.read_text(encoding="utf-8"))
         problems = check(stored, build(stored))
         print("\n".join(problems) or "fixture up to date")
         return 1 if problems else 0
-    fixture = build()
+    fixture = build(keep=json.loads(FIXTURE.read_text(encoding="utf-8")) if args.update else None)
     args.out.write_text(json.dumps(fixture, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     for name, m in fixture["models"].items():
         print(

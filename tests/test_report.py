@@ -9,7 +9,7 @@ import pytest
 from attnlab.data.corpus import BUCKET_NAMES
 from attnlab.training import results
 from attnlab.training.experiments import result_name
-from attnlab.training.report import END, START, load_all_results, results_table, update_readme
+from attnlab.training.report import END, README, START, load_all_results, results_table, update_readme
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = load_all_results()
@@ -19,6 +19,12 @@ def test_readme_block_matches_the_shipped_results():
     text = (ROOT / "README.md").read_text()
     block = text.split(START, 1)[1].split(END, 1)[0].strip()
     assert block == results_table(), "run `python -m attnlab.training.report --readme` after changing data/results"
+
+
+def test_the_report_updates_the_repository_readme():
+    """``python -m attnlab.training.report --readme`` writes the README beside ``lib/`` (it looked in ``lib/``
+    once the library moved into packages)."""
+    assert README == ROOT / "README.md"
 
 
 def test_every_shipped_checkpoint_has_results():
@@ -38,9 +44,13 @@ def test_shipped_results_agree_with_their_checkpoint(name):
     r = SHIPPED[name]
     assert r["model"] == name
     # the preset's file name, or a run of it saved under its own name (``experiments.run(out=...)``:
-    # another seed, a longer budget, a changed field), which starts with the preset's
-    preset_file = result_name(r.get("experiment", name), r.get("pair", "fr"))
-    assert name == preset_file or name.startswith(preset_file + "_"), (name, preset_file)
+    # another seed, a longer budget, a changed field), which starts with the preset's; or, for the
+    # second pair, that own name with the pair's suffix (``result_name("transformer_seed1", "ko")``)
+    experiment, pair = r.get("experiment", name), r.get("pair", "fr")
+    preset_file = result_name(experiment, pair)
+    own = name.removesuffix(f"_{pair}") if pair != "fr" and name.endswith(f"_{pair}") else None
+    assert name == preset_file or name.startswith(preset_file + "_") or (own or "").startswith(experiment + "_"), (
+        name, preset_file)
     ckpt = ROOT / "data" / "checkpoints" / f"{name}.safetensors"
     assert ckpt.stat().st_size <= 5_000_000, f"{ckpt} is over 5 MB"
     meta = json.loads(ckpt.with_suffix(".json").read_text())

@@ -98,9 +98,12 @@ def results_table(results: dict[str, dict] | None = None) -> str:
     return "\n\n".join(parts)
 
 
+README = Path(__file__).resolve().parents[3] / "README.md"  # lib/attnlab/training/report.py -> the repository's
+
+
 def update_readme(readme: Path | None = None, table: str | None = None) -> bool:
-    """Replace the results block of README.md; return True when the file changed."""
-    readme = readme or Path(__file__).resolve().parents[2] / "README.md"
+    """Replace the results block of README.md (default :data:`README`); return True when the file changed."""
+    readme = readme or README
     text = readme.read_text()
     if START not in text or END not in text:
         raise ValueError(f"{readme} has no {START} ... {END} block")
