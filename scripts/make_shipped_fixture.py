@@ -88,7 +88,7 @@ def default_test_sentences(pair: str = "fr") -> list[tuple[list[str], list[str]]
     return [(list(test[i].src), list(test[i].tgt)) for i in sentence_ids()]
 
 
-TEXT_FAMILIES = ("rnn", "transformer")  # lesson 13's image models are checked by their lesson and tests
+TEXT_FAMILIES = ("rnn", "transformer", "decoder_only")  # lesson 13's image models are checked by their lesson and tests
 
 
 def translation_checkpoints() -> list[str]:

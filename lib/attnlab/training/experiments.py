@@ -310,6 +310,41 @@ for _kv in (4, 2, 1):
     )
 
 
+# --- Decoder-only (lesson 11) ---
+# Translation as a prefix language model: one causal stack over `source <sep> target`, the loss on the
+# target only. Everything but the model is the lesson-6 Transformer's preset (budget, batch, learning
+# rate, smoothing), and the width of the feed-forward block is set so that the parameters match the
+# encoder-decoder's: 3 layers with F = 168 have 149,043 parameters against 150,459 on English->French
+# (-0.9%), 156,396 against 157,812 on English->Korean (-0.9%).
+_DECODER_ONLY = "Decoder-only Transformer, source <sep> target as one sequence"
+EXPERIMENTS["decoder_only"] = {
+    "cpu": dataclasses.replace(
+        EXPERIMENTS["transformer"]["cpu"],
+        name="decoder_only",
+        family="decoder_only",
+        description=f"{_DECODER_ONLY} (causal mask)",
+        model=dict(d_model=64, num_heads=4, num_layers=3, dim_feedforward=168, mask="causal"),
+    ),
+    # Not verified on a GPU: 6 layers of the gpu Transformer's width, F set for about its parameters.
+    "gpu": dataclasses.replace(
+        EXPERIMENTS["transformer"]["gpu"],
+        name="decoder_only",
+        family="decoder_only",
+        description=f"{_DECODER_ONLY} (causal mask)",
+        model=dict(d_model=256, num_heads=8, num_layers=6, dim_feedforward=1200, dropout=0.1, mask="causal"),
+    ),
+}
+EXPERIMENTS["decoder_only_prefix"] = {
+    profile: dataclasses.replace(
+        base,
+        name="decoder_only_prefix",
+        description=f"{_DECODER_ONLY} (prefix-LM mask: the source read both ways)",
+        model={**base.model, "mask": "prefix"},
+    )
+    for profile, base in EXPERIMENTS["decoder_only"].items()
+}
+
+
 # --- Attention variants (lesson 07) ---
 # The lesson-1 Bahdanau model with one switch each (RNNConfig); the training settings stay the preset's.
 def _rnn_variant(name: str, description: str, model: dict) -> None:
