@@ -23,7 +23,8 @@ def seed_table(summaries: Mapping[str, dict], figures: Sequence[str] = ("bleu", 
     for label, s in summaries.items():
         cells = [f"{f} {s['mean'][f]:.3f} ± " + ("–" if s["sd"][f] is None else f"{s['sd'][f]:.3f}") for f in figures]
         n = len(s["runs"])
-        lines.append(f"{label:<28s} ({n} seed{'s' if n > 1 else ''}, {s['params']:,} params): " + ", ".join(cells))
+        lines.append(f"{label} ({n} seed{'s' if n > 1 else ''}, {s['params']:,} params):")
+        lines.append("    " + ", ".join(cells))  # on a line of its own: the row fits a narrow notebook
     (na, a), (nb, b) = list(summaries.items())[:2]
     for f in figures:
         if len(a["runs"]) < 3 or len(b["runs"]) < 3:

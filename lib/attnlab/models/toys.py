@@ -78,7 +78,7 @@ class HeadPerTask(nn.Module):
         h = self.tok(tokens)  # (N, T, E)
         if self.pos is not None:
             h = h + self.pos  # (N, T, E)
-        out, w = self.attn(h, h, h, need_weights=need_weights, average_attn_weights=False)  # (N, T, E), (N, H, T, T)
+        out, w = self.attn(h, h, h, need_weights=need_weights, average_attn_weights=False)  # (N, T, E)
         heads = out.split(self.config.d_model // self.config.num_heads, dim=-1)  # H x (N, T, D)
         logits = torch.stack([r(o) for r, o in zip(self.readout, heads, strict=True)], dim=1)  # (N, H, T, V)
         return logits, w
