@@ -138,7 +138,17 @@ def agreement_params(m: dict, vs: int, vt: int) -> int:
     return rnn_params(m, vs, vt) + rnn_params(m, vt, vs)
 
 
-EXPECTED = {"rnn": rnn_params, "transformer": transformer_params, "agreement": agreement_params}
+def decoder_only_params(m: dict, vs: int, vt: int) -> int:
+    """Lesson 11's prefix LM: one stack of N pre-LN self-attention layers over ``source <sep> target``."""
+    E, F = m["d_model"], m["dim_feedforward"]
+    mha, ff, norm = 4 * _linear(E, E), _linear(E, F) + _linear(F, E), 2 * E
+    n = m["num_layers"] * (mha + ff + 2 * norm) + (norm if m.get("norm_first", True) else 0) + (vs + vt) * E
+    n += m.get("max_len", 160) * E if m.get("positions") == "learned" else 0
+    return n + _linear(E, vt)
+
+
+EXPECTED = {"rnn": rnn_params, "transformer": transformer_params, "agreement": agreement_params,
+            "decoder_only": decoder_only_params}
 
 
 def test_the_independent_counts_see_a_change_of_size(corpus_fr):
