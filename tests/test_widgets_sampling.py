@@ -61,8 +61,12 @@ def test_bad_knobs_are_refused(untrained):
 def test_widget_moves(untrained):
     model, splits, sv, tv = untrained
     w = sampling_widget(model, splits.test[:3], sv, tv)
-    controls = {c.description: c for c in w.children[0].children[0].children + w.children[0].children[1].children}
+    choice, (prefix, knobs) = w.children[0], w.children[1].children  # the sentence on a row of its own
+    controls = {c.description: c for c in (choice, prefix, *knobs.children)}
     assert set(controls) == {"sentence", "prefix", "temperature", "top-k", "top-p"}
+    before = w.result["prefix"]
+    controls["prefix"].value += 1
+    assert len(w.result["prefix"]) == len(before) + 1
     controls["top-k"].value = 1
     assert w.result["kept"] == 1
     controls["top-p"].value = 0.5

@@ -80,5 +80,5 @@ class HeadPerTask(nn.Module):
             h = h + self.pos  # (N, T, E)
         out, w = self.attn(h, h, h, need_weights=need_weights, average_attn_weights=False)  # (N, T, E)
         heads = out.split(self.config.d_model // self.config.num_heads, dim=-1)  # H x (N, T, D)
-        logits = torch.stack([r(o) for r, o in zip(self.readout, heads, strict=True)], dim=1)  # (N, H, T, V)
+        logits = torch.stack([r(o) for r, o in zip(self.readout, heads, strict=True)], 1)  # (N, H, T, V)
         return logits, w

@@ -136,7 +136,7 @@ def plot_sampling(result: dict, *, fig=None):
 
 
 def sampling_widget(model, sentences: Sequence, src_vocab: Vocab, tgt_vocab: Vocab, *, prefix_len: int = 2):
-    """Sliders for the temperature, k, p and the prefix length, a dropdown for the sentence.
+    """Sliders for the temperature, k and p; dropdowns for the sentence and the prefix length.
 
     Args:
         model: the trained model.
@@ -152,13 +152,15 @@ def sampling_widget(model, sentences: Sequence, src_vocab: Vocab, tgt_vocab: Voc
     pairs = list(sentences)
     if not pairs:
         raise ValueError("sentences is empty: give at least one pair")
-    choice = widgets.Dropdown(options=[(" ".join(p.src)[:60], i) for i, p in enumerate(pairs)], description="sentence")
-    prefix = widgets.IntSlider(value=prefix_len, min=0, max=max(len(p.tgt) for p in pairs) - 1, description="prefix")
+    choice = widgets.Dropdown(options=[(" ".join(p.src)[:60], i) for i, p in enumerate(pairs)], description="sentence",
+                              layout=widgets.Layout(width="98%"), style={"description_width": "initial"})
+    lengths = list(range(max(len(p.tgt) for p in pairs)))  # how many reference words are fed as the prefix
+    prefix = widgets.Dropdown(options=lengths, value=prefix_len, description="prefix")
     temp = widgets.FloatLogSlider(value=1.0, base=10, min=-1, max=0.7, step=0.05, description="temperature")
     k = widgets.IntSlider(value=len(tgt_vocab), min=1, max=len(tgt_vocab), description="top-k")
     p = widgets.FloatSlider(value=1.0, min=0.05, max=1.0, step=0.05, description="top-p")
     text, plot = widgets.HTML(), picture()
-    root = widgets.VBox([widgets.HBox([widgets.VBox([choice, prefix]), widgets.VBox([temp, k, p])]), text, plot])
+    root = widgets.VBox([choice, widgets.HBox([prefix, widgets.VBox([temp, k, p])]), text, plot])  # sentence: a row
 
     def compute() -> dict:
         pair = pairs[choice.value]
