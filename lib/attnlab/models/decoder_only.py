@@ -62,7 +62,13 @@ from torch import nn
 from attnlab.core.checks import check_choice, check_int, check_positive_int, check_token_ids, eval_mode
 from attnlab.core.masks import causal_mask
 from attnlab.data.vocab import PAD
-from attnlab.models.transformer import EncoderLayer, PositionalEncoding, _check_sizes, _check_states
+from attnlab.models.transformer import (
+    EncoderLayer,
+    PositionalEncoding,
+    _check_sizes,
+    _check_states,
+    init_token_embeddings,
+)
 
 __all__ = ["MASKS", "lm_mask", "window_mask", "DecoderOnlyLayer", "DecoderOnlyConfig", "DecoderOnly"]
 
@@ -208,10 +214,7 @@ class DecoderOnly(nn.Module):
         E = c.d_model
         self.src_emb = nn.Embedding(c.src_vocab_size, E, padding_idx=PAD)
         self.tgt_emb = nn.Embedding(c.tgt_vocab_size, E, padding_idx=PAD)
-        for emb in (self.src_emb, self.tgt_emb):
-            nn.init.normal_(emb.weight, std=E**-0.5)
-            with torch.no_grad():
-                emb.weight[PAD].zero_()
+        init_token_embeddings(self.src_emb, self.tgt_emb)
         self.pos = PositionalEncoding(c.positions, E, c.max_len)
         self.drop = nn.Dropout(c.dropout)
         self.layers = nn.ModuleList(

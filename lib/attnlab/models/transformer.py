@@ -869,6 +869,17 @@ class TransformerConfig:
                 raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
 
 
+def init_token_embeddings(*embeddings: nn.Embedding) -> None:
+    """N(0, 1/E) weights and a zero padding row, in the order given (the Transformers of lessons 06 and 11).
+
+    Scaled by sqrt(E) in use, so the embeddings start at unit size, like the sinusoids.
+    """
+    for emb in embeddings:
+        nn.init.normal_(emb.weight, std=emb.embedding_dim**-0.5)
+        with torch.no_grad():
+            emb.weight[PAD].zero_()
+
+
 class Transformer(nn.Module):
     """Encoder-decoder Transformer speaking the course's decoding protocol (see module docstring).
 
@@ -884,11 +895,7 @@ class Transformer(nn.Module):
         E = c.d_model
         self.src_emb = nn.Embedding(c.src_vocab_size, E, padding_idx=PAD)
         self.tgt_emb = nn.Embedding(c.tgt_vocab_size, E, padding_idx=PAD)
-        for emb in (self.src_emb, self.tgt_emb):
-            # Scaled by sqrt(E) in use, so the embeddings start at unit size, like the sinusoids.
-            nn.init.normal_(emb.weight, std=E**-0.5)
-            with torch.no_grad():
-                emb.weight[PAD].zero_()
+        init_token_embeddings(self.src_emb, self.tgt_emb)
         self.src_pos = PositionalEncoding(c.positions, E, c.max_len)
         self.tgt_pos = PositionalEncoding(c.positions, E, c.max_len)
         self.drop = nn.Dropout(c.dropout)
