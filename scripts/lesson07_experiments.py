@@ -20,7 +20,7 @@ the lesson's steps, and ``bahdanau`` beside it (``bahdanau_monotonic_2k``, ``bah
 ``--coverage`` trains the runs of the rebuilt lesson 07 (coverage, fertility and supervision):
 :data:`COVERAGE_RUNS` -- See et al.'s recipe, the floored fertility and the under-translation term -- on
 both pairs with seeds 0, 1 and 2 (seed 0 of every run first, French before Korean, then seed 1, then
-seed 2), each shipped as its own file (seed 0 as ``NAME[_ko]``, the others as ``NAME[_ko]_seedK``); a run
+seed 2), each shipped as its own file (seed 0 as ``NAME[_ko]``, the others as ``NAME_seedK[_ko]``); a run
 whose results are already shipped is skipped, so the command resumes where it stopped.
 ``--count-errors`` counts their dropped and repeated words at 31-40 tokens into ``lesson07_errors.json``.
 
@@ -82,9 +82,8 @@ COVERAGE_SEEDS = (0, 1, 2)
 
 
 def seed_file(name: str, pair: str, seed: int) -> str:
-    """The shipped file of ``name`` on ``pair`` with ``seed``: ``NAME[_ko]``, or ``NAME[_ko]_seedK`` for ``K > 0``."""
-    base = experiments.result_name(name, pair)
-    return base if seed == 0 else f"{base}_seed{seed}"
+    """The shipped file of ``name`` on ``pair`` with ``seed``: ``NAME[_ko]``, or ``NAME_seedK[_ko]`` for ``K > 0``."""
+    return experiments.seed_result_name(name, pair, seed)
 
 
 def count_long_errors(files: list[str]) -> None:

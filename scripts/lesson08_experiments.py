@@ -8,7 +8,7 @@ A job is ``NAME:PAIR:SEED`` (``bahdanau_monotonic:ko:1``) or ``NAME_2k:fr:0`` (t
 steps). Every preset is the lesson-2 Bahdanau cpu preset with the lesson's switches only
 (:mod:`attnlab.training.experiments`); each job goes through :func:`attnlab.training.experiments.run` with
 ``ship=True``. Seed 0 keeps the preset's file name (``bahdanau_monotonic``, ``bahdanau_monotonic_ko``), so
-that the lesson loads it under ``ATTNLAB_USE_SHIPPED=1``; seeds 1 and 2 are shipped as ``<file>_seedK``
+that the lesson loads it under ``ATTNLAB_USE_SHIPPED=1``; seeds 1 and 2 are shipped as ``<name>_seedK[_ko]``
 and the lesson reads only their results. ``--list`` prints :data:`JOBS` (the lesson's runs, in the
 order they are trained: seed 0 on both pairs first).
 
@@ -38,9 +38,8 @@ JOBS = (
 
 
 def file_name(name: str, pair: str, seed: int) -> str:
-    """The shipped file of a run: the preset's name for seed 0, ``<name>[_ko]_seedK`` for the others."""
-    base = experiments.result_name(name, pair)
-    return base if seed == 0 else f"{base}_seed{seed}"
+    """The shipped file of a run: the preset's name for seed 0, ``<name>_seedK[_ko]`` for the others."""
+    return experiments.seed_result_name(name, pair, seed)
 
 
 def train(job: str) -> dict:

@@ -46,7 +46,7 @@ def out_name(name: str, seed: int, pair: str) -> str:
     """The shipped file name of ``name`` trained with ``seed`` on ``pair``."""
     if seed == 0 and name in SAME_RUN:
         name = SAME_RUN[name]
-    return experiments.result_name(name if seed == 0 else f"{name}_seed{seed}", pair)
+    return experiments.seed_result_name(name, pair, seed)
 
 
 def seed_results(group: str) -> dict[str, list[dict]]:

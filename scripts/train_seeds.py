@@ -23,7 +23,7 @@ from attnlab.training import experiments
 
 def seed_name(name: str, seed: int, pair: str) -> str:
     """``transformer`` seed 1 -> ``transformer_seed1`` (French) or ``transformer_seed1_ko`` (Korean)."""
-    return experiments.result_name(f"{name}_seed{seed}", pair)
+    return experiments.seed_result_name(name, pair, seed)
 
 
 def main(argv: list[str] | None = None) -> int:

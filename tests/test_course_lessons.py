@@ -11,6 +11,7 @@ from torch import nn  # noqa: E402
 
 from attnlab.course import lessons  # noqa: E402
 from attnlab.data.corpus import Pair  # noqa: E402
+from attnlab.training.experiments import seed_result_name  # noqa: E402
 from attnlab.training.results import read_result  # noqa: E402
 
 
@@ -186,7 +187,7 @@ def test_seed_files_and_seed_summary_read_the_shipped_seeds():
     from attnlab.course.lessons import seed_files, seed_summary
 
     assert seed_files("bahdanau", "fr") == ["bahdanau", "bahdanau_seed1", "bahdanau_seed2"]
-    assert seed_files("bahdanau", "ko", (0, 2)) == ["bahdanau_ko", "bahdanau_ko_seed2"]
+    assert seed_files("bahdanau", "ko", (0, 2)) == ["bahdanau_ko", "bahdanau_seed2_ko"]
     s = seed_summary("bahdanau", "fr", ("bleu", "aer"))
     assert s["n"] == 3 and s["files"] == seed_files("bahdanau", "fr")
     bleus = [read_result(f)["bleu"] for f in s["files"]]
@@ -277,3 +278,12 @@ def test_course_verdicts_apply_the_difference_rule(monkeypatch):
         "highest exact match on 31-40 tokens -- a tie: no mean is ahead of another by more than both sds")
     del fake["transformer"]
     assert lessons.course_verdicts(models, "fr")[0] == "highest BLEU -- unknown (no 3 seeds of Transformer)"
+
+
+def test_seed_result_name_puts_the_pair_suffix_last():
+    assert seed_result_name("bahdanau", "fr", 0) == "bahdanau"
+    assert seed_result_name("bahdanau", "ko", 0) == "bahdanau_ko"
+    assert seed_result_name("transformer", "fr", 2) == "transformer_seed2"
+    assert seed_result_name("transformer", "ko", 1) == "transformer_seed1_ko"  # as the shipped files are named
+    with pytest.raises(ValueError, match="seed"):
+        seed_result_name("bahdanau", "fr", -1)

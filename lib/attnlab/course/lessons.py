@@ -144,9 +144,9 @@ def _figure(r: Mapping, fig: str):
 
 
 def seed_files(name: str, pair: str = "fr", seeds: Sequence[int] = (0, 1, 2)) -> list[str]:
-    """File names of ``name``'s runs on ``pair`` with ``seeds``: ``NAME[_ko]`` for seed 0, ``NAME[_ko]_seedK`` else."""
-    base = experiments.result_name(name, pair)
-    return [base if check_int("seed", k, minimum=0) == 0 else f"{base}_seed{k}" for k in seeds]
+    """File names of ``name``'s runs on ``pair`` with ``seeds`` (:func:`attnlab.training.experiments.seed_result_name`):
+    ``NAME[_ko]`` for seed 0, ``NAME_seedK[_ko]`` else."""
+    return [experiments.seed_result_name(name, pair, k) for k in seeds]
 
 
 def seed_summary(
@@ -155,7 +155,7 @@ def seed_summary(
 ) -> dict | None:
     """Mean and sample sd (``n - 1``) of ``figures`` over the *shipped* runs of ``name`` among ``seeds``.
 
-    Seed 0 is the lesson's run, seed ``k`` the file ``<name>[_ko]_seed<k>`` (:func:`seed_files`); ``figures`` as
+    Seed 0 is the lesson's run, seed ``k`` the file ``<name>_seed<k>[_ko]`` (:func:`seed_files`); ``figures`` as
     in :func:`shipped_figures` (``"em_31_40"`` included). A Luong variant's seeds come from lesson 3's comparison
     file (``luong_<pair>``, where ``scripts/compare_luong.py`` keeps every seed) when it holds all of ``seeds``.
 

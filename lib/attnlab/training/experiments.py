@@ -498,6 +498,16 @@ def result_name(name: str, pair: str = "fr") -> str:
     return name if check_pair(pair) == "fr" else f"{name}_{pair}"
 
 
+def seed_result_name(name: str, pair: str = "fr", seed: int = 0) -> str:
+    """File name of ``name`` trained on ``pair`` with ``seed``: the course's one convention for extra seeds.
+
+    Seed 0 is the preset's own run (:func:`result_name`); seed ``k > 0`` is ``NAME_seedK`` on English->French
+    and ``NAME_seedK_ko`` on English->Korean (the pair suffix always comes last).
+    """
+    check_int("seed", seed, minimum=0)
+    return result_name(name if seed == 0 else f"{name}_seed{seed}", pair)
+
+
 @dataclass(frozen=True)
 class RunPlan:
     """What one model family supplies to :func:`record_run`; every other step of a recorded run is shared.
