@@ -124,6 +124,11 @@ def test_course_rows_picks_the_best_luong_variant():
 def test_shipped_figures_reads_the_shipped_run():
     figs, params = lessons.shipped_figures("bahdanau", "fr", ["bleu", "em_31_40", "no_such_figure"])
     assert 90 < figs["bleu"] <= 100 and 0 <= figs["em_31_40"] <= 1 and figs["no_such_figure"] is None
+    r = read_result("bahdanau")
+    by_bucket, _ = lessons.shipped_figures("bahdanau", "fr", ["bleu_21_30", "em_1_10"])
+    assert by_bucket == {"bleu_21_30": r["by_bucket"]["21-30"]["bleu"], "em_1_10": r["by_bucket"]["1-10"]["exact_match"]}
+    with pytest.raises(ValueError, match="bucket '41-50'"):
+        lessons.shipped_figures("bahdanau", "fr", ["bleu_41_50"])
     assert params > 0
     with pytest.raises(ValueError, match="pair must be one of 'fr', 'ko', got 'de'"):
         lessons.shipped_figures("bahdanau", "de", ["bleu"])

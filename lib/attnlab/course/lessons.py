@@ -7,6 +7,7 @@ what only repeats setup or counts things for a printed figure lives here, so tha
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
@@ -138,9 +139,19 @@ def shipped_figures(name: str, pair: str, figures: Sequence[str]) -> tuple[dict,
     return {fig: _figure(r, fig) for fig in figures}, r["params"]
 
 
+_BUCKET_FIGURE = re.compile(r"(em|bleu)_(\d+)_(\d+)")
+
+
 def _figure(r: Mapping, fig: str):
-    """One figure of results ``r``: ``"em_31_40"`` is the exact match on 31-40 tokens, else the top-level field."""
-    return r["by_bucket"]["31-40"]["exact_match"] if fig == "em_31_40" else r.get(fig)
+    """One figure of results ``r``: ``"em_A_B"`` / ``"bleu_A_B"`` is the exact match / BLEU on the A-B-token bucket
+    (``"em_31_40"``, ``"bleu_21_30"``), any other name the top-level field."""
+    m = _BUCKET_FIGURE.fullmatch(fig)
+    if m is None:
+        return r.get(fig)
+    bucket = f"{m[2]}-{m[3]}"
+    if bucket not in r["by_bucket"]:
+        raise ValueError(f"fig {fig!r} names bucket {bucket!r}; the results have {sorted(r['by_bucket'])}")
+    return r["by_bucket"][bucket]["exact_match" if m[1] == "em" else "bleu"]
 
 
 def seed_files(name: str, pair: str = "fr", seeds: Sequence[int] = (0, 1, 2)) -> list[str]:
