@@ -106,30 +106,33 @@ def count_long_errors(files: list[str]) -> None:
         print(file, json.dumps(errors[file]["31-40"]), flush=True)
 
 
-def train_coverage(only: list[str] | None = None) -> None:
+def train_coverage(only: list[str] | None = None, reverse: bool = False) -> None:
     """Train every run of :data:`COVERAGE_RUNS` x pairs x :data:`COVERAGE_SEEDS` not shipped yet, seed by seed.
 
-    Their dropped and repeated words are counted afterwards, by ``--count-errors`` (:func:`count_long_errors`).
+    With ``reverse`` the same runs are taken from the last one back, so that a second process can share the
+    queue (each skips what the other has shipped). Their dropped and repeated words are counted afterwards,
+    by ``--count-errors`` (:func:`count_long_errors`).
     """
     data = {}
-    for seed in COVERAGE_SEEDS:
-        for pair in experiments.PAIRS:  # every mechanism measured once on French first: the runs are slow
-            for name in only or COVERAGE_RUNS:
-                out = seed_file(name, pair, seed)
-                if results.results_path(out, shipped=True).exists():
-                    continue
-                _, res = experiments.run(
-                    name,
-                    pair=pair,
-                    profile="cpu",
-                    progress=False,
-                    ship=True,
-                    seed=seed,
-                    data=data.setdefault(pair, experiments.synthetic_data(pair)),
-                    out=out if seed else None,
-                    produced_by="python scripts/lesson07_experiments.py --coverage",
-                )
-                print(json.dumps({k: res[k] for k in ("model", "seed", "bleu", "aer", "train_seconds")}), flush=True)
+    # every mechanism measured once on French first: the runs are slow
+    names = only or COVERAGE_RUNS
+    order = [(seed, pair, name) for seed in COVERAGE_SEEDS for pair in experiments.PAIRS for name in names]
+    for seed, pair, name in reversed(order) if reverse else order:
+        out = seed_file(name, pair, seed)
+        if results.results_path(out, shipped=True).exists():
+            continue
+        _, res = experiments.run(
+            name,
+            pair=pair,
+            profile="cpu",
+            progress=False,
+            ship=True,
+            seed=seed,
+            data=data.setdefault(pair, experiments.synthetic_data(pair)),
+            out=out if seed else None,
+            produced_by="python scripts/lesson07_experiments.py --coverage",
+        )
+        print(json.dumps({k: res[k] for k in ("model", "seed", "bleu", "aer", "train_seconds")}), flush=True)
 
 
 def coverage_files() -> list[str]:
@@ -197,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("runs", nargs="*", help="NAME[:PAIR] (default: the lesson's runs)")
     ap.add_argument("--table-only", action="store_true", help="count and print from the shipped files only")
     ap.add_argument("--coverage", nargs="*", metavar="NAME", help="only train the coverage runs (all, or these)")
+    ap.add_argument("--reverse", action="store_true", help="with --coverage: from the last run back (a second queue)")
     ap.add_argument("--count-errors", action="store_true", help="only count the coverage runs' errors at 31-40")
     ap.add_argument("--monotonic-2k", action="store_true", help="only train bahdanau_monotonic_2k (2x the steps)")
     args = ap.parse_args(argv)
@@ -205,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         count_long_errors(coverage_files())
         return 0
     if args.coverage is not None:
-        train_coverage(args.coverage)
+        train_coverage(args.coverage, reverse=args.reverse)
         return 0
     if args.monotonic_2k:
         train_monotonic_long()
