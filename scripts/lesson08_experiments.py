@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from attnlab.training import experiments
+from attnlab.training import experiments, results
 
 SEEDS = (0, 1, 2)
 MONOTONIC = "bahdanau_monotonic"
@@ -42,8 +42,22 @@ def file_name(name: str, pair: str, seed: int) -> str:
     return experiments.seed_result_name(name, pair, seed)
 
 
-def train(job: str) -> dict:
-    """Train one job ``NAME:PAIR:SEED`` and ship it; returns the headline figures."""
+def shipped_by_this_job(job: str) -> bool:
+    """True when ``job``'s file is shipped and was made by this script's ``job`` (not, say, an older recipe)."""
+    name, pair, seed = job.split(":")
+    out = file_name(name, pair, int(seed))
+    if not results.results_path(out, shipped=True).exists():
+        return False
+    return results.read_result(out).get("produced_by") == f"python scripts/lesson08_experiments.py {job}"
+
+
+def train(job: str) -> dict | None:
+    """Train one job ``NAME:PAIR:SEED`` and ship it; returns the headline figures (``None``: shipped already).
+
+    A job this script has shipped already is skipped, so that two processes can share a list of jobs.
+    """
+    if shipped_by_this_job(job):
+        return None
     name, pair, seed = job.split(":")
     seed = int(seed)
     steps, out = None, file_name(name, pair, seed)
@@ -73,7 +87,8 @@ def main(argv=None) -> None:
     if args.list:
         print("\n".join(JOBS))
     for job in args.jobs:
-        print(json.dumps(train(job)), flush=True)
+        res = train(job)
+        print(json.dumps(res) if res else f"{job}: shipped already, skipped", flush=True)
 
 
 if __name__ == "__main__":
