@@ -26,6 +26,7 @@ def batch():
 
 VARIANTS = [
     dict(attention=None),
+    dict(attention=None, context_every_step=False),
     dict(attention="bahdanau"),
     dict(attention="luong", score="dot"),
     dict(attention="luong", score="general", input_feeding=False),
@@ -78,8 +79,10 @@ def test_right_padded_batch_equals_sentences_one_by_one_and_left_padding_is_refu
         model.encode(left_padded(src))
 
 
-def test_fused_path_equals_step_by_step_loop():
-    model = make(None)
+@pytest.mark.numeric
+@pytest.mark.parametrize("every_step", [True, False])
+def test_fused_path_equals_step_by_step_loop(every_step):
+    model = make(None, context_every_step=every_step)
     src, tgt_in = batch()
     fused = model(src, tgt_in)
     memory = model.encode(src)
@@ -89,6 +92,28 @@ def test_fused_path_equals_step_by_step_loop():
         logits, state, _ = model.step(memory, state, tgt_in[:, t], t)
         steps.append(logits)
     torch.testing.assert_close(fused, torch.stack(steps, 1), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("every_step", [True, False])
+def test_without_context_every_step_c_only_sets_the_first_state(every_step):
+    """Cho et al. (2014) feed c to every step; Sutskever et al. (2014) only start the decoder from it."""
+    model = make(None, context_every_step=every_step)
+    src, tgt_in = batch()
+    memory = model.encode(src)
+    state = model.init_state(memory)  # s_0 = tanh(W c): c's way in either way
+    zeroed = dict(memory, summary=torch.zeros_like(memory["summary"]))  # c gone after s_0
+    with torch.no_grad():
+        logits, _, attn = model.step(memory, state, tgt_in[:, 0], 0)
+        logits_zeroed, _, _ = model.step(zeroed, state, tgt_in[:, 0], 0)
+    assert attn is None and torch.equal(logits, logits_zeroed) == (not every_step)
+    H, V = 12, V_TGT  # without c at every step: no (H, 3H) GRU input weights for c, no (V, H) output weights
+    fewer = sum(p.numel() for p in make(None).parameters()) - sum(p.numel() for p in model.parameters())
+    assert fewer == (0 if every_step else 3 * H * H + V * H)
+
+
+def test_context_every_step_is_the_no_attention_models_switch():
+    with pytest.raises(ValueError, match="context_every_step=False is the no-attention model's switch"):
+        RNNConfig(5, 5, attention="bahdanau", context_every_step=False)
 
 
 def test_bahdanau_scores_from_previous_state_luong_from_current():
@@ -139,6 +164,7 @@ def test_config_errors():
         ("window", -1, ValueError, "window must be >= 0, got -1"),
         ("dropout", 1.0, ValueError, r"dropout must be in \[0, 1\), got 1.0"),
         ("input_feeding", "yes", TypeError, "input_feeding must be a bool, got str"),
+        ("context_every_step", 0, TypeError, "context_every_step must be a bool, got int"),
     ],
 )
 def test_config_validates_every_size(field, value, error, message):

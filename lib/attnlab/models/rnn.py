@@ -3,7 +3,10 @@
 One model class with a switch (``RNNConfig.attention``):
 
 * ``None`` -- the decoder's only view of the source is one vector, the encoder's final state
-  ``c``: ``s_t = GRU([E y_{t-1}; c], s_{t-1})`` (the RNNencdec baseline of Bahdanau et al.).
+  ``c``: ``s_t = GRU([E y_{t-1}; c], s_{t-1})`` (the RNNencdec baseline of Bahdanau et al.; Cho et
+  al. 2014 feed ``c`` to every step). With ``context_every_step=False`` ``c`` only sets the first
+  state ``s_0 = tanh(W c)``, as Sutskever et al. (2014) pass the encoder's final state on:
+  ``s_t = GRU(E y_{t-1}, s_{t-1})``, ``p(y_t) = softmax(W_o [s_t; E y_{t-1}])`` (lesson 01's ablation).
 * ``"bahdanau"`` -- the context is recomputed at every step from the *previous* decoder state:
   ``e_{t-1,j} = score(s_{t-1}, h_j)``, ``alpha = softmax(e)``, ``c_t = sum_j alpha_j h_j``,
   ``s_t = GRU([E y_{t-1}; c_t], s_{t-1})`` (Bahdanau et al., 2014).
@@ -157,6 +160,9 @@ class RNNConfig:
         score: score kind (:data:`attnlab.core.scores.SCORE_KINDS`); Bahdanau's own is ``"concat"``.
         attn_dim: hidden size of the ``concat`` score (default H).
         input_feeding: Luong only: feed ``h~_{t-1}`` into the next RNN step.
+        context_every_step: no attention only: feed the summary ``c`` to every decoder step and to
+            the output layer (Cho et al. 2014; the default); ``False``: ``c`` only sets ``s_0``
+            (Sutskever et al. 2014). Checkpoints saved before this field load unchanged.
         local: Luong only: ``None`` (global), ``"m"`` (monotonic) or ``"p"`` (predictive).
         window: half width D of the local window.
         max_src_len: longest source the ``location`` score can address.
@@ -228,6 +234,7 @@ class RNNConfig:
     fertility_floor: float = 0.0
     coverage_loss_from: float = 0.0
     undertranslation_loss: float = 0.0
+    context_every_step: bool = True
 
     def __post_init__(self):
         if self.attention not in ATTENTIONS:
@@ -249,6 +256,13 @@ class RNNConfig:
             check_positive_int("attn_dim", self.attn_dim)
         if not isinstance(self.input_feeding, bool):
             raise TypeError(f"input_feeding must be a bool, got {type(self.input_feeding).__name__}")
+        if not isinstance(self.context_every_step, bool):
+            raise TypeError(f"context_every_step must be a bool, got {type(self.context_every_step).__name__}")
+        if not self.context_every_step and self.attention is not None:
+            raise ValueError(
+                "context_every_step=False is the no-attention model's switch (attention=None), "
+                f"got attention={self.attention!r}"
+            )
         if self.local not in (None, "m", "p"):
             raise ValueError(f"local={self.local!r}; expected None, 'm' or 'p'")
         if self.local and self.attention != "luong":
@@ -353,7 +367,8 @@ class Seq2SeqRNN(nn.Module):
         self.bridge = nn.Linear(H, H)  # final encoder summary -> initial decoder state
         self.tgt_emb = nn.Embedding(c.tgt_vocab_size, E, padding_idx=PAD)
         self.drop = nn.Dropout(c.dropout)
-        rnn_in = E + (H if (c.attention != "luong" or c.input_feeding) else 0)
+        fed = c.input_feeding if c.attention == "luong" else c.context_every_step  # a context enters every step
+        rnn_in = E + (H if fed else 0)
         self.decoder = nn.GRU(rnn_in, H, batch_first=True)
         if c.attention is not None:
             self.score = AttentionScore(c.score, H, H, c.attn_dim, max_len=c.max_src_len)
@@ -362,8 +377,8 @@ class Seq2SeqRNN(nn.Module):
             self.out = nn.Linear(H, c.tgt_vocab_size)
             if c.local == "p":
                 self.position = LocalPosition(H, H)
-        else:
-            self.out = nn.Linear(2 * H + E, c.tgt_vocab_size)  # deep output from [s_t; c_t; E y_{t-1}]
+        else:  # deep output from [s_t; c_t; E y_{t-1}], or [s_t; E y_{t-1}] when c only sets s_0
+            self.out = nn.Linear((2 * H if c.context_every_step else H) + E, c.tgt_vocab_size)
         A = c.attn_dim or H
         if c.coverage:
             self.coverage_proj = nn.Linear(1, A, bias=False)  # w_c C_j
@@ -823,8 +838,11 @@ class Seq2SeqRNN(nn.Module):
         if c.attention == "bahdanau":
             # from the PREVIOUS state s_{t-1}
             context, attn, extras = self._attend(s_prev, memory, t, tuple(state[1:]))  # (B, H), (B, S)
-        else:
+        elif c.context_every_step:
             context, attn = memory["summary"], None  # the bottleneck: one fixed vector
+        else:  # Sutskever et al.: c only set s_0
+            s = self._cell(emb, s_prev)  # (B, H)
+            return torch.cat([s, emb], dim=-1), (s,), None  # (B, H+E)
         x = torch.cat([emb, context], dim=-1)  # (B, E+H)
         s = self._cell(x, s_prev)  # (B, H)
         pre = torch.cat([s, context, emb], dim=-1)  # (B, 2H+E)
@@ -1010,8 +1028,12 @@ class Seq2SeqRNN(nn.Module):
             # Fast path: with a fixed context and gold inputs, all steps run in one fused GRU call.
             T = tgt_in.size(1)
             ctx = memory["summary"].unsqueeze(1).expand(-1, T, -1)  # (B, T, H)
-            states, _ = self.decoder(torch.cat([emb, ctx], dim=-1), state[0].unsqueeze(0))  # (B, T, H)
-            logits = self.out(self.drop(torch.cat([states, ctx, emb], dim=-1)))  # (B, T, V)
+            if c.context_every_step:
+                states, _ = self.decoder(torch.cat([emb, ctx], dim=-1), state[0].unsqueeze(0))  # (B, T, H)
+                logits = self.out(self.drop(torch.cat([states, ctx, emb], dim=-1)))  # (B, T, V)
+            else:
+                states, _ = self.decoder(emb, state[0].unsqueeze(0))  # (B, T, H)
+                logits = self.out(self.drop(torch.cat([states, emb], dim=-1)))  # (B, T, V)
             return (logits, None) if return_attention else logits
         self._policy = [] if reinforce else None  # filled by _special_weights, one entry per step
         try:
