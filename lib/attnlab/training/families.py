@@ -29,6 +29,7 @@ from attnlab.models.agreement import AgreementConfig, AgreementPair
 from attnlab.models.decoder_only import DecoderOnly, DecoderOnlyConfig
 from attnlab.models.hierarchical import HAN, HANConfig
 from attnlab.models.multisource import MultiSourceConfig, MultiSourceRNN
+from attnlab.models.pointer_net import PointerNet, PointerNetConfig
 from attnlab.models.rnn import RNNConfig, Seq2SeqRNN
 from attnlab.models.speech import Transcriber, TranscriberConfig
 from attnlab.models.toys import HeadPerTask, HeadTasksConfig
@@ -79,6 +80,8 @@ FAMILIES: dict[str, Family] = {
         Family("han", HAN, HANConfig),
         Family("head_tasks", HeadPerTask, HeadTasksConfig),
         Family("decoder_only", DecoderOnly, DecoderOnlyConfig),
+        # lesson 10, sections 5-6 (pointer networks)
+        Family("pointer_net", PointerNet, PointerNetConfig),
     )
 }
 
