@@ -1,14 +1,19 @@
 """Pointer networks (attnlab.models.pointer_net) and the sorting data (attnlab.data.sorting)."""
 
-import pytest
-import torch
-from hypothesis import given, settings
-from hypothesis import strategies as st
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 from attnlab.core.scores import AttentionScore
 from attnlab.data.sorting import exact_order, pointer_batch, sorting_batches, sorting_examples, sorting_pairs
 from attnlab.models.pointer_net import PointerNet, PointerNetConfig
 from attnlab.training.pointer_experiments import evaluate_pointer, run_name, train_pointer
+from attnlab.viz.pointers import closing_gold, plot_closing_offsets, plot_exact_by_length
 
 
 def tiny(**kw):
@@ -120,3 +125,17 @@ def test_run_names():
     assert run_name("pointer_sort") == "pointer_sort" and run_name("seq2seq_sort", 1) == "seq2seq_sort_seed1"
     with pytest.raises(KeyError, match="unknown sorting run 'sort'"):
         run_name("sort")
+
+
+def test_lesson10_pictures():
+    ax = plot_exact_by_length({"a": {"5": 1.0, "20": 0.5}, "b": {5: 0.9, 20: 0.0}}, 10)
+    assert len(ax.lines) == 3 and list(ax.lines[0].get_xdata()) == [5, 20]
+    ax = plot_closing_offsets({"0": 6, "1": 2, "-9": 2})
+    heights = [p.get_height() for p in ax.patches]
+    assert heights[0] == 0.2 and heights[5] == 0.6 and heights[6] == 0.2 and sum(heights) == 1.0
+    plt.close("all")
+    assert closing_gold(("(S", "(NP", "XX", ")NP", "XX", ")S")) == [[], [], [], [0], [], [1]]
+    with pytest.raises(ValueError, match="curves is empty"):
+        plot_exact_by_length({}, 10)
+    with pytest.raises(ValueError, match="no closing bracket"):
+        plot_closing_offsets({})
