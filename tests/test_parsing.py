@@ -24,7 +24,7 @@ from attnlab.data.parsing import (
     parse_pair,
     spans_to_tokens,
 )
-from attnlab.training.parsing_experiments import closing_offsets, run_name
+from attnlab.training.parsing_experiments import bucket_summary, closing_offsets, run_name
 
 
 def lin(s):
@@ -174,3 +174,18 @@ def test_run_names():
     assert run_name("parse_bahdanau") == "parse_bahdanau" and run_name("parse_noattn", 2) == "parse_noattn_seed2"
     with pytest.raises(KeyError, match="unknown parsing run 'parse_x'"):
         run_name("parse_x")
+
+
+def test_bucket_summary_reads_shipped_seeds(tmp_path, monkeypatch):
+    import json
+
+    monkeypatch.setenv("ATTNLAB_DATA_DIR", str(tmp_path))
+    (tmp_path / "results").mkdir()
+    for seed, f1 in ((0, 0.9), (1, 0.8)):
+        res = {"by_bucket": {"31-40": {"f1": f1}}}
+        (tmp_path / "results" / f"{run_name('parse_noattn', seed)}.json").write_text(json.dumps(res))
+    s = bucket_summary("parse_noattn", "31-40")
+    assert s["n"] == 2 and s["mean"]["f1"] == pytest.approx(0.85) and s["sd"]["f1"] == pytest.approx(0.0707, abs=1e-4)
+    assert bucket_summary("parse_bahdanau", "31-40") is None
+    with pytest.raises(ValueError, match="bucket must be one of"):
+        bucket_summary("parse_noattn", "41-50")

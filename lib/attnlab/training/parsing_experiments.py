@@ -26,7 +26,7 @@ from attnlab.data.loaders import make_dataloaders
 from attnlab.data.parsing import PARSE_VERSION, bracket_f1, closing_brackets, make_parse_splits
 from attnlab.data.vocab import build_vocabs
 from attnlab.models.decoding import forced_attention, translate
-from attnlab.training import experiments
+from attnlab.training import experiments, results
 
 __all__ = [
     "PARSE_RUNS",
@@ -36,6 +36,7 @@ __all__ = [
     "parse_data",
     "closing_offsets",
     "evaluate_parser",
+    "bucket_summary",
     "run",
     "load_trained",
 ]
@@ -166,6 +167,23 @@ def run(
         capped=capped,
     )
     return experiments.record_run(plan)
+
+
+def bucket_summary(name: str, bucket: str, seeds: Sequence[int] = PARSE_SEEDS, fig: str = "f1") -> dict | None:
+    """Mean and sample sd of ``fig`` in one length bucket over the shipped seeds of run ``name``.
+
+    Returns:
+        The form of :func:`attnlab.course.lessons.seed_summary` (``{"mean": {fig: x}, "sd": {fig: x or None},
+        "n", "files"}``, what ``seed_verdict`` reads), or None when no seed is shipped.
+    """
+    if bucket not in BUCKET_NAMES:
+        raise ValueError(f"bucket must be one of {BUCKET_NAMES}, got {bucket!r}")
+    files = [f for f in (run_name(name, k) for k in seeds) if results.results_path(f, shipped=True).exists()]
+    if not files:
+        return None
+    values = np.array([results.read_result(f)["by_bucket"][bucket][fig] for f in files], dtype=float)
+    sd = float(values.std(ddof=1)) if len(values) > 1 else None
+    return {"mean": {fig: float(values.mean())}, "sd": {fig: sd}, "n": len(files), "files": files}
 
 
 def load_trained(name: str, *, prefer_live: bool = True, device="cpu"):

@@ -49,6 +49,7 @@ __all__ = [
     "evaluate_pointer",
     "evaluate_seq2seq",
     "run",
+    "shipped_by_length",
     "load_trained",
 ]
 
@@ -248,6 +249,12 @@ def run(
         budget, capped = steps or POINTER_STEPS, experiments.max_steps()
         return _run_pointer(out, seed, min(budget, capped or budget), ship, save, produced_by)
     return _run_seq2seq(out, seed, steps, ship, save, produced_by)
+
+
+def shipped_by_length(name: str, seeds=POINTER_SEEDS) -> list[dict]:
+    """The ``by_length`` exact-order tables of run ``name``'s shipped seeds (those of ``seeds`` that exist)."""
+    files = [run_name(name, k) for k in seeds]
+    return [results.read_result(f)["by_length"] for f in files if results.results_path(f, shipped=True).exists()]
 
 
 def load_trained(name: str, *, prefer_live: bool = True, device="cpu"):
