@@ -12,7 +12,7 @@ from hypothesis import strategies as st  # noqa: E402
 from attnlab.core.scores import AttentionScore
 from attnlab.data.sorting import exact_order, pointer_batch, sorting_batches, sorting_examples, sorting_pairs
 from attnlab.models.pointer_net import PointerNet, PointerNetConfig
-from attnlab.training.pointer_experiments import evaluate_pointer, run, run_name, test_lists, train_pointer
+from attnlab.training.pointer_experiments import evaluate_pointer, held_out_lists, run, run_name, train_pointer
 from attnlab.viz.pointers import closing_gold, plot_closing_offsets, plot_exact_by_length
 
 
@@ -146,5 +146,5 @@ def test_the_shipped_pointer_network_loads_instead_of_training(monkeypatch):
     monkeypatch.setenv("ATTNLAB_USE_SHIPPED", "1")
     model, res = run("pointer_sort")
     assert "not trained" in res["source"] and res["exact_order_2x"] >= 0.9 and res["test_length_2x"] == 20
-    lists = {20: test_lists(50)[20]}
+    lists = {20: held_out_lists(50)[20]}
     assert evaluate_pointer(model, lists)["by_length"]["20"] >= 0.9

@@ -44,7 +44,7 @@ __all__ = [
     "TEST_LENGTHS",
     "TASK",
     "run_name",
-    "test_lists",
+    "held_out_lists",
     "train_pointer",
     "evaluate_pointer",
     "evaluate_seq2seq",
@@ -72,7 +72,7 @@ def run_name(name: str, seed: int = 0) -> str:
     return name if seed == 0 else f"{name}_seed{seed}"
 
 
-def test_lists(per_length: int = TEST_PER_LENGTH) -> dict[int, list]:
+def held_out_lists(per_length: int = TEST_PER_LENGTH) -> dict[int, list]:
     """``{length: [(values, order), ...]}``: the fixed test lists of every length of :data:`TEST_LENGTHS`."""
     return {n: sorting_examples(per_length, lengths=(n, n), seed=10_000 + n) for n in TEST_LENGTHS}
 
@@ -125,7 +125,7 @@ def train_pointer(
 
 def evaluate_pointer(model: PointerNet, lists: dict[int, list] | None = None) -> dict:
     """Exact order of greedy pointers per test length; ``exact_order_2x`` at the longest length."""
-    lists = test_lists() if lists is None else lists
+    lists = held_out_lists() if lists is None else lists
     by_length = {}
     for n, examples in lists.items():
         x, order = pointer_batch(examples)  # (B, N, 1), (B, N)
@@ -137,7 +137,7 @@ def evaluate_pointer(model: PointerNet, lists: dict[int, list] | None = None) ->
 
 def evaluate_seq2seq(model, src_vocab, tgt_vocab, lists: dict[int, list] | None = None) -> dict:
     """Exact sorted values of greedy output per test length (a value outside the vocabulary never matches)."""
-    lists = test_lists() if lists is None else lists
+    lists = held_out_lists() if lists is None else lists
     by_length = {}
     for n, examples in lists.items():
         pairs = sorting_pairs(examples)
@@ -151,7 +151,7 @@ def _seq2seq_data(seed: int = 0):
     """The seq2seq run's fixed lists: 50,000 training and 1,000 validation lists of 5-10 numbers."""
     train = sorting_pairs(sorting_examples(50_000, lengths=TRAIN_LENGTHS, seed=seed))
     valid = sorting_pairs(sorting_examples(1_000, lengths=TRAIN_LENGTHS, seed=5_000 + seed))
-    test = [p for examples in test_lists().values() for p in sorting_pairs(examples)]
+    test = [p for examples in held_out_lists().values() for p in sorting_pairs(examples)]
     splits = Splits(train, valid, test)
     return splits, *build_vocabs(splits)
 
