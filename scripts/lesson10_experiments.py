@@ -5,8 +5,8 @@ Usage::
     OMP_NUM_THREADS=1 nice -n 5 python scripts/lesson10_experiments.py [--queue K/N] [--fate-only]
 
 Runs (:data:`RUNS`, in order; :mod:`attnlab.training.copy_experiments`): seed 0 of the three presets on French,
-the pointer-generator and the convolutional copy network on Korean, then seeds 1 and 2 of those two on French
-(the three seeds the lesson's verdict on item 4 needs). Each is shipped as ``NAME[_ko][_seedK]``; a run whose
+seeds 1 and 2 of the pointer-generator and the convolutional copy network on French (the three seeds the
+lesson's comparison of the two needs), then the Korean runs. Each is shipped as ``NAME[_ko][_seedK]``; a run whose
 results are already shipped is skipped, so the command resumes where it stopped. ``--queue K/N`` takes every
 N-th run starting at the K-th (0-based), so N processes can share the list.
 
@@ -28,12 +28,12 @@ RUNS = [
     ("pointer_gen", "fr", 0),
     ("pointer_nocopy", "fr", 0),
     ("conv_copy", "fr", 0),
-    ("pointer_gen", "ko", 0),
-    ("conv_copy", "ko", 0),
     ("pointer_gen", "fr", 1),
     ("conv_copy", "fr", 1),
     ("pointer_gen", "fr", 2),
     ("conv_copy", "fr", 2),
+    ("pointer_gen", "ko", 0),
+    ("conv_copy", "ko", 0),
     ("pointer_nocopy", "ko", 0),
 ]
 

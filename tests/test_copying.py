@@ -372,3 +372,8 @@ def test_copy_stepper_logic():
     with pytest.raises(ValueError, match="needs a copy model"):
         copy_steps(plain, ["."], SRC, TGT)
     assert PAD == 0
+
+
+def test_shipped_names_a_results_file():
+    assert not ce.shipped("pointer_gen_seed99")
+    assert ce.shipped("bahdanau")

@@ -35,7 +35,7 @@ from attnlab.data.metrics import corpus_bleu
 from attnlab.data.vocab import Vocab
 from attnlab.models import decoding
 from attnlab.models.copying import CopyModel, decode_extended, encode_copy_pair, greedy_copy
-from attnlab.training import experiments
+from attnlab.training import experiments, results
 from attnlab.training import families as models
 from attnlab.training.experiments import Experiment, RunPlan, capped_budget, check_pair, record_run, use_shipped
 
@@ -52,6 +52,7 @@ __all__ = [
     "run",
     "load_trained",
     "plain_model_fate",
+    "shipped",
 ]
 
 COPY_DATA = dict(n_train=20_000, n_valid=500, test_per_bucket=100, seed=0)
@@ -258,6 +259,11 @@ def run(
         capped=capped,
     )
     return record_run(plan)
+
+
+def shipped(name: str) -> bool:
+    """True when the results of run ``name`` (e.g. ``"conv_copy_seed1"``) are shipped in ``data/results``."""
+    return results.results_path(name, shipped=True).exists()
 
 
 def load_trained(name: str, *, prefer_live: bool = True, device="cpu"):
