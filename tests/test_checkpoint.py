@@ -189,7 +189,7 @@ def test_missing_unknown_and_unparsable(saved, tmp_path):
     with pytest.raises(CheckpointError, match="checkpoint file not found: .*nope.safetensors"):
         load_checkpoint(tmp_path / "nope")
     _edit_json(path, lambda m: m.update(kind="lstm"))
-    with pytest.raises(CheckpointError, match=r"unknown model family 'lstm'; known: \['agreement', 'captioner', 'cnn', 'decoder_only', 'han', 'head_tasks', 'multisource', 'pointer_net', 'rnn', 'transcriber', 'transformer', 'vit'\]"):
+    with pytest.raises(CheckpointError, match=r"unknown model family 'lstm'; known: \['agreement', 'captioner', 'cnn', 'copy', 'decoder_only', 'han', 'head_tasks', 'multisource', 'pointer_net', 'rnn', 'transcriber', 'transformer', 'vit'\]"):
         load_checkpoint(path)
     path.with_suffix(".json").write_text("[1, 2]")
     with pytest.raises(CheckpointError, match="must hold a JSON object, found list"):

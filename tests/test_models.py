@@ -5,6 +5,7 @@ import dataclasses
 import pytest
 
 from attnlab.models.agreement import AgreementConfig, AgreementPair
+from attnlab.models.copying import CopyConfig, CopyModel
 from attnlab.models.decoder_only import DecoderOnly, DecoderOnlyConfig
 from attnlab.models.hierarchical import HAN, HANConfig
 from attnlab.models.multisource import MultiSourceConfig, MultiSourceRNN
@@ -31,11 +32,12 @@ def test_families_and_their_classes():
         "head_tasks": (HeadPerTask, HeadTasksConfig),
         "decoder_only": (DecoderOnly, DecoderOnlyConfig),
         "pointer_net": (PointerNet, PointerNetConfig),
+        "copy": (CopyModel, CopyConfig),
     }
     # checkpoints store and check the vocabularies named by these fields (attnlab.training.checkpoint.vocab_sides)
     sides = {"rnn": {"src", "tgt"}, "transformer": {"src", "tgt"}, "captioner": {"tgt"}, "vit": set(), "cnn": set()}
     sides |= {"agreement": {"src", "tgt"}, "multisource": {"src", "tgt"}, "transcriber": {"tgt"}, "han": set()}
-    sides |= {"head_tasks": set(), "decoder_only": {"src", "tgt"}}
+    sides |= {"head_tasks": set(), "decoder_only": {"src", "tgt"}, "copy": {"src", "tgt"}}
     sides |= {"pointer_net": set()}
     for fam in models.FAMILIES.values():
         fields = {f.name for f in dataclasses.fields(fam.config_cls)}
@@ -51,7 +53,7 @@ def test_build_model_from_a_dict_or_a_config():
 
 
 def test_bad_names_and_configs():
-    with pytest.raises(ValueError, match=r"unknown model family 'lstm'; known: \['agreement', 'captioner', 'cnn', 'decoder_only', 'han', 'head_tasks', 'multisource', 'pointer_net', 'rnn', 'transcriber', 'transformer', 'vit'\]"):
+    with pytest.raises(ValueError, match=r"unknown model family 'lstm'; known: \['agreement', 'captioner', 'cnn', 'copy', 'decoder_only', 'han', 'head_tasks', 'multisource', 'pointer_net', 'rnn', 'transcriber', 'transformer', 'vit'\]"):
         models.get_family("lstm")
     with pytest.raises(TypeError, match="config of family 'transformer' must be a TransformerConfig or a dict, got RNNConfig"):
         models.build_model("transformer", RNNConfig(9, 11))

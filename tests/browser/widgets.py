@@ -71,6 +71,7 @@ EXPECTED: dict[str, list[WidgetSpec]] = {
     "07_coverage_and_supervision.ipynb": [one("coverage_explorer", dropdown=1, slider=1)],  # sentence, step
     "08_monotonic_location_hard.ipynb": [],
     "09_attention_as_explanation.ipynb": [],
+    "10_attention_that_points.ipynb": [one("copy_stepper", dropdown=1, slider=1)],  # sentence, step
     "11_decoder_only.ipynb": [one("sampling_explorer", dropdown=2, slider=3)],  # sentence, prefix; T, k, p
     "12_attention_at_scale.ipynb": [one("scale_explorer", slider=3)],  # N, block, KV heads
     "13_attention_beyond_text.ipynb": [one("caption_stepper", dropdown=1, slider=1)],  # scene, step

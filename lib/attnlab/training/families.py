@@ -9,8 +9,9 @@ with :class:`attnlab.models.rnn.RNNConfig`), ``"transformer"`` (:class:`attnlab.
 (:class:`attnlab.models.multisource.MultiSourceRNN`); lesson 13's ``"transcriber"``
 (:class:`attnlab.models.speech.Transcriber`) and ``"han"`` (:class:`attnlab.models.hierarchical.HAN`); lesson 5's
 one-head-per-task toy ``"head_tasks"`` (:class:`attnlab.models.toys.HeadPerTask`); lesson 11's ``"decoder_only"``
-(:class:`attnlab.models.decoder_only.DecoderOnly`); lesson 10's ``"pointer_net"``
-(:class:`attnlab.models.pointer_net.PointerNet`). Checkpoints store the family name and the config
+(:class:`attnlab.models.decoder_only.DecoderOnly`); lesson 10's ``"copy"``
+(:class:`attnlab.models.copying.CopyModel`) and ``"pointer_net"`` (:class:`attnlab.models.pointer_net.PointerNet`).
+Checkpoints store the family name and the config
 (:mod:`attnlab.training.checkpoint`); named experiments build their models by family
 (:mod:`attnlab.training.experiments`).
 Adding a family means adding one line to :data:`FAMILIES` and nothing anywhere else.
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from torch import nn
 
 from attnlab.models.agreement import AgreementConfig, AgreementPair
+from attnlab.models.copying import CopyConfig, CopyModel
 from attnlab.models.decoder_only import DecoderOnly, DecoderOnlyConfig
 from attnlab.models.hierarchical import HAN, HANConfig
 from attnlab.models.multisource import MultiSourceConfig, MultiSourceRNN
@@ -81,6 +83,7 @@ FAMILIES: dict[str, Family] = {
         Family("han", HAN, HANConfig),
         Family("head_tasks", HeadPerTask, HeadTasksConfig),
         Family("decoder_only", DecoderOnly, DecoderOnlyConfig),
+        Family("copy", CopyModel, CopyConfig),
         # lesson 10, sections 5-6 (pointer networks)
         Family("pointer_net", PointerNet, PointerNetConfig),
     )
