@@ -187,7 +187,11 @@ def test_seed_summary_is_the_mean_and_sample_sd_of_the_shipped_seeds():
     assert s["mean"]["bleu"] == pytest.approx(np.mean([r["bleu"] for r in runs]))
     assert s["sd"]["aer"] == pytest.approx(np.std([r["aer"] for r in runs], ddof=1))
     assert s["params"] == runs[0]["params"] and s["seeds"] == [0, 1, 2]
-    assert lessons.seed_summary("bahdanau", "ko", ["bleu"], require_all=True) is None  # only seed 0 ships for Korean
+    assert lessons.seed_summary("bahdanau_coverage", "ko", ["bleu"], require_all=True) is None  # only seed 0 ships
+    assert lessons.seed_summary("bahdanau", "ko", ["bleu"], require_all=True)["files"] == [
+        "bahdanau_ko", "bahdanau_seed1_ko", "bahdanau_seed2_ko"]
+
+
 def test_seed_files_and_seed_summary_read_the_shipped_seeds():
     from attnlab.course.lessons import seed_files, seed_summary
 
