@@ -21,7 +21,10 @@ def test_probabilities_renormalised(z, t, k, p):
     probs = next_token_probs(torch.tensor(z), t, k, p)
     assert abs(float(probs.sum()) - 1) < 1e-5
     assert int((probs > 0).sum()) <= k
-    assert probs.argmax() == torch.tensor(z).argmax() or probs.max() == probs[torch.tensor(z).argmax()]
+    # the most likely token kept is a largest logit; logits that differ by less than float32 resolution at the
+    # temperature are a tie (hypothesis found [-5.8e-28, 0.0]: top-1 keeps either)
+    logits = torch.tensor(z)
+    assert logits[probs.argmax()] >= logits.max() - 1e-6 * max(1.0, float(logits.abs().max()))
 
 
 @pytest.mark.numeric
