@@ -370,7 +370,7 @@ def _toy_for_kernel():
     return nb
 
 
-def test_run_exercises_runs_only_needed_cells_and_reports_a_missed_cell_and_training():
+def test_run_exercises_runs_only_needed_cells_and_reports_a_missed_cell_and_training(_shared_kernel):
     report, problems, skipped = _run_exercises(_toy_for_kernel(), "toy")
     assert skipped == [1, 10]  # the training run, and the exec that no name analysis sees
     assert [title for title, *_ in report] == ["double it", "a constant", "a name the analysis cannot see"]
@@ -409,7 +409,31 @@ del _attnlab_count_steps
 """
 
 
+# One kernel per test process serves every lesson in turn (each lesson starts with ``%reset -f``: a namespace
+# as empty as a new kernel's, while torch, fastai and the course's modules stay imported). A kernel's start
+# and those imports took about as long as a lesson's exercises; :func:`_shared_kernel` pays them once.
+_KERNEL: dict = {}
+_RESET = "%reset -f\nimport matplotlib.pyplot\nmatplotlib.pyplot.close('all')"
+
+
+@pytest.fixture(scope="session")  # session: under xdist a worker may run other modules between two lessons
+def _shared_kernel():
+    yield _KERNEL
+    _stop_kernel()
+
+
+def _stop_kernel():
+    from jupyter_core.utils import run_sync
+
+    km, kc = _KERNEL.pop("km", None), _KERNEL.pop("kc", None)
+    if kc is not None:
+        kc.stop_channels()
+    if km is not None:
+        run_sync(km.shutdown_kernel)(now=True)
+
+
 def _run_exercises(nb, name):
+    from jupyter_core.utils import run_sync
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
@@ -421,7 +445,12 @@ def _run_exercises(nb, name):
         if cell.cell_type == "code" and "slow" not in cell.metadata.get("tags", [])
     }
     selected = set(cells_to_run(sources, set(exercises) | checks))
-    client = NotebookClient(nb, kernel_name="python3", timeout=600, resources={"metadata": {"path": str(NOTEBOOKS)}})
+    if "km" in _KERNEL and not run_sync(_KERNEL["km"].is_alive)():
+        _stop_kernel()  # a lesson before this one killed it: start a new one
+    client = NotebookClient(
+        nb, kernel_name="python3", timeout=600, km=_KERNEL.get("km"), resources={"metadata": {"path": str(NOTEBOOKS)}}
+    )
+    client.kc = _KERNEL.get("kc")
     # nbclient plays the frontend of ipywidgets' Output widget by default (it answers the kernel's
     # comm messages); once, in a clean clone, that left a widget cell waiting for ever. The checks
     # need no widget frontend: without one, widget cells simply run.
@@ -436,7 +465,9 @@ def _run_exercises(nb, name):
         except CellExecutionError as exc:
             return exc.ename or "error"
 
-    with client.setup_kernel(env=env):
+    with client.setup_kernel(env=env, cleanup_kc=False):
+        _KERNEL.update(km=client.km, kc=client.kc)
+        assert run(new_code_cell(_RESET), 0) is None
         assert run(new_code_cell(_COUNT_STEPS), 0) is None
         for i, cell in enumerate(nb.cells):
             if i not in selected or i in checks:
@@ -470,7 +501,7 @@ def _run_exercises(nb, name):
 
 
 @pytest.mark.parametrize("name", LESSONS)
-def test_every_check_fails_on_its_stub_and_passes_on_its_solution(name):
+def test_every_check_fails_on_its_stub_and_passes_on_its_solution(name, _shared_kernel):
     report, problems, skipped = _run_exercises(nbformat.read(NOTEBOOKS / name, as_version=4), name)
     assert not problems, "\n".join(problems)
     assert report and all(all(e is not None for e in stub) for _, stub, _ in report)

@@ -274,6 +274,8 @@ def test_curve_every_for_and_loss_curve_arguments():
     from attnlab.training.train import LossCurve, curve_every_for
 
     assert curve_every_for(1000) == 50 and curve_every_for(1500) == 75 and curve_every_for(7) == 1
+    # a validation pass is costly: never closer than 50 steps, unless that leaves fewer than 4 points
+    assert curve_every_for(200) == 50 and curve_every_for(20) == 5 and curve_every_for(3) == 1
     assert curve_every_for(None) == 50
     with pytest.raises(ValueError, match="every must be"):
         LossCurve(0)
