@@ -47,12 +47,16 @@ XDIST := -n 2
 # The test stages. `make test` runs every one of them through scripts/run_stages.py, also after a
 # failure, then prints one line per stage (passed/failed, seconds) and the total; the figures are kept
 # in $(STAGE_TIMES) (`make stage-times` prints them again). The numeric stages rerun the tests marked
-# `numeric` with PyTorch's and MKL's kernels for older CPUs, whose float32 last digits differ.
+# `numeric` (only the files that mark some) with PyTorch's and MKL's kernels for older CPUs, whose
+# float32 last digits differ. Stages that keep one core busy run two at a time (--together): the two
+# numeric stages (one process each), and the browser stage (one pytest process driving one Chromium)
+# beside the notebooks stage.
 STAGE_TIMES ?= build/stage_times.json
+NUMERIC_FILES := $(shell grep -rl --include='*.py' 'mark\.numeric' tests | sort)
 LINT_CMD := $(VENV)/bin/ruff check lib tests notebooks benchmarks scripts
 UNIT_CMD := $(VENV)/bin/pytest $(XDIST) --durations=15 tests
-NUMERIC_DEFAULT_CMD := ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2 $(VENV)/bin/pytest $(XDIST) -m numeric tests
-NUMERIC_AVX2_CMD := ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 $(VENV)/bin/pytest $(XDIST) -m numeric tests
+NUMERIC_DEFAULT_CMD := ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2 $(VENV)/bin/pytest -m numeric $(NUMERIC_FILES)
+NUMERIC_AVX2_CMD := ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 $(VENV)/bin/pytest -m numeric $(NUMERIC_FILES)
 BROWSER_CMD := $(VENV)/bin/pytest tests/browser --durations=6
 NOTEBOOKS_CMD := $(VENV)/bin/pytest $(XDIST) --dist loadscope --durations=20 $(NBVAL) notebooks
 RUN_STAGES := $(PY) scripts/run_stages.py --json $(STAGE_TIMES)
@@ -60,7 +64,8 @@ RUN_STAGES := $(PY) scripts/run_stages.py --json $(STAGE_TIMES)
 test: setup
 	$(RUN_STAGES) --stage lint '$(LINT_CMD)' --stage unit '$(UNIT_CMD)' \
 		--stage numeric-default '$(NUMERIC_DEFAULT_CMD)' --stage numeric-avx2 '$(NUMERIC_AVX2_CMD)' \
-		--stage browser '$(BROWSER_CMD)' --stage notebooks '$(NOTEBOOKS_CMD)'
+		--stage browser '$(BROWSER_CMD)' --stage notebooks '$(NOTEBOOKS_CMD)' \
+		--together numeric-default,numeric-avx2 --together browser,notebooks
 
 # The time of each stage of the last `make test`.
 stage-times:
@@ -74,7 +79,7 @@ unit: setup
 
 numeric: setup
 	$(PY) scripts/run_stages.py --json build/numeric_times.json --stage numeric-default '$(NUMERIC_DEFAULT_CMD)' \
-		--stage numeric-avx2 '$(NUMERIC_AVX2_CMD)'
+		--stage numeric-avx2 '$(NUMERIC_AVX2_CMD)' --together numeric-default,numeric-avx2
 
 notebooks: setup
 	$(NOTEBOOKS_CMD)

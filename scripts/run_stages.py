@@ -1,13 +1,21 @@
-"""Run named test stages one after another, every one of them even when one fails (`make test`).
+"""Run named test stages, every one of them even when one fails (`make test`).
 
     python scripts/run_stages.py --json build/stage_times.json \\
-        --stage lint "ruff check lib" --stage unit "pytest -n 2 tests"
+        --stage lint "ruff check lib" --stage unit "pytest -n 2 tests" \\
+        --stage browser "pytest tests/browser" --stage notebooks "pytest -n 2 --nbval notebooks" \\
+        --together browser,notebooks
     python scripts/run_stages.py --report build/stage_times.json
 
-Each stage is a shell command (bash, so `VAR=value cmd` works); its output streams through as it
-runs. At the end one line per stage, `stage <name>: passed|failed in <seconds> s`, and a total line;
-the exit status is 1 when any stage failed (0 when all passed). The figures go to the --json file,
-which --report prints again later. Standard library only: it runs before anything is installed.
+Each stage is a shell command (bash, so `VAR=value cmd` works). Stages run one after another in the
+order given, and their output streams through as they run; the stages of a `--together` group start
+at the same time (where the first of them stands in the order) and the next stage waits for all of
+them. A stage that only keeps one core busy (a single process) can so share the machine with another
+one. A stage of a group writes its output to `<log dir>/<name>.log`, printed whole when it ends, so
+that two stages' lines never interleave. At the end one line per stage,
+`stage <name>: passed|failed in <seconds> s` (its own wall time; `, beside <names>` for a group), and a
+total line with the wall time of the whole run; the exit status is 1 when any stage failed (0 when all
+passed). The figures go to the --json file, which --report prints again later. Standard library only:
+it runs before anything is installed.
 """
 
 from __future__ import annotations
@@ -46,6 +54,16 @@ def parse_args(argv=None):
         metavar="NAMES",
         help="comma-separated stage names to run (the others are listed as not run); default: all",
     )
+    p.add_argument(
+        "--together",
+        action="append",
+        metavar="NAMES",
+        default=[],
+        help="comma-separated stage names that run at the same time (repeat for several groups)",
+    )
+    p.add_argument(
+        "--log-dir", default="build/stage_logs", help="where the stages of a --together group write their output"
+    )
     p.add_argument("--report", metavar="PATH", help="print the stage times saved in PATH by an earlier run, and exit")
     args = p.parse_args(argv)
     if args.report is None and not args.stage:
@@ -60,6 +78,20 @@ def parse_args(argv=None):
         if unknown:
             p.error(f"--only: expected stage names among {', '.join(names)}, got {', '.join(unknown)}")
         args.only = only
+    groups, grouped = [], set()
+    for text in args.together:
+        group = [n.strip() for n in text.split(",") if n.strip()]
+        unknown = [n for n in group if n not in names]
+        if unknown:
+            p.error(f"--together: expected stage names among {', '.join(names)}, got {', '.join(unknown)}")
+        if len(set(group)) < 2:
+            p.error(f"--together: a group needs two or more different stages, got {text!r}")
+        twice = sorted(grouped & set(group))
+        if twice:
+            p.error(f"--together: a stage may be in one group only, got {', '.join(twice)} in two")
+        grouped |= set(group)
+        groups.append(group)
+    args.together = groups
     return args
 
 
@@ -78,6 +110,8 @@ def summary_line(stage):
     if stage["status"] == "not run":
         return f"stage {stage['name']}: not run"
     line = f"stage {stage['name']}: {stage['status']} in {stage['seconds']:.1f} s"
+    if stage.get("beside"):
+        line += f", beside {', '.join(stage['beside'])}"
     if stage["status"] != "passed":
         line += f" ({stage['reason']})"
     return line
@@ -96,31 +130,91 @@ def banner(text):
     print(f"\n===== {text} =====", flush=True)
 
 
-def run_stages(stages, only=None, shell="/bin/bash"):
-    """Run every stage (a list of (name, command)) in order; returns one dict per stage.
+def _finish(entry, returncode, start):
+    entry.update(returncode=returncode, seconds=round(time.monotonic() - start, 2))
+    entry["status"] = "passed" if returncode == 0 else "failed"
+    if returncode != 0:
+        entry["reason"] = failure_reason(entry["command"], returncode)
 
-    Ctrl-C stops the stage running and the ones after it (they are listed as not run).
+
+def _run_group(entries, shell, log_dir):
+    """Start the stages of ``entries`` at once, each writing to its log; print each log whole as it ends."""
+    os.makedirs(log_dir, exist_ok=True)
+    running = {}
+    names = [e["name"] for e in entries]
+    banner(f"stages {', '.join(names)} at the same time (each one's output follows when it ends)")
+    try:
+        for entry in entries:
+            entry["beside"] = [n for n in names if n != entry["name"]]
+            log_path = os.path.join(log_dir, f"{entry['name']}.log")
+            log = open(log_path, "w")
+            proc = subprocess.Popen(
+                entry["command"], shell=True, executable=shell, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: Ctrl-C here stops all of it
+            )  # fmt: skip
+            running[entry["name"]] = (entry, proc, log, log_path, time.monotonic())
+        while running:
+            for name, (entry, proc, log, log_path, start) in list(running.items()):
+                returncode = proc.poll()
+                if returncode is None:
+                    continue
+                del running[name]
+                log.close()
+                _finish(entry, returncode, start)
+                banner(f"stage {name}: {entry['command']} (output of {log_path})")
+                with open(log_path) as f:
+                    sys.stdout.write(f.read())
+                print(f"----- {summary_line(entry)}", flush=True)
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        for entry, proc, log, _, start in running.values():
+            try:
+                os.killpg(proc.pid, 2)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+            log.close()
+            entry.update(status="interrupted", returncode=130, seconds=round(time.monotonic() - start, 2))
+            entry["reason"] = "Ctrl-C"
+        return True
+    return False
+
+
+def run_stages(stages, only=None, shell="/bin/bash", together=(), log_dir="build/stage_logs"):
+    """Run every stage (a list of (name, command)) in order, the stages of a ``together`` group at once.
+
+    Returns one dict per stage. Ctrl-C stops the stages running and the ones after them (they are listed
+    as not run).
     """
-    results = []
+    shell = shell if os.path.exists(shell) else None
+    group_of = {name: group for group in together for name in group}
+    results = [
+        {"name": name, "command": command, "status": "not run", "returncode": None, "seconds": None}
+        for name, command in stages
+    ]
+    by_name = {e["name"]: e for e in results}
+    started = set()
     interrupted = False
-    for name, command in stages:
-        entry = {"name": name, "command": command, "status": "not run", "returncode": None, "seconds": None}
-        results.append(entry)
-        if interrupted or (only is not None and name not in only):
+    for entry in results:
+        name, command = entry["name"], entry["command"]
+        if interrupted or name in started or (only is not None and name not in only):
             continue
+        if name in group_of:
+            members = [by_name[n] for n in group_of[name] if only is None or n in only]
+            started |= {e["name"] for e in members}
+            if len(members) > 1:
+                interrupted = _run_group(members, shell, log_dir)
+                continue
         banner(f"stage {name}: {command}")
         start = time.monotonic()
         try:
-            returncode = subprocess.call(command, shell=True, executable=shell if os.path.exists(shell) else None)
+            returncode = subprocess.call(command, shell=True, executable=shell)
         except KeyboardInterrupt:
             interrupted = True
             entry.update(status="interrupted", returncode=130, seconds=round(time.monotonic() - start, 2))
             entry["reason"] = "Ctrl-C"
             continue
-        entry.update(returncode=returncode, seconds=round(time.monotonic() - start, 2))
-        entry["status"] = "passed" if returncode == 0 else "failed"
-        if returncode != 0:
-            entry["reason"] = failure_reason(command, returncode)
+        _finish(entry, returncode, start)
         print(f"----- {summary_line(entry)}", flush=True)
     return results
 
@@ -171,7 +265,8 @@ def report(path):
     width = max(len(s["name"]) for s in stages)
     for s in stages:
         seconds = "" if s["seconds"] is None else f"{s['seconds']:9.1f} s"
-        print(f"  {s['name']:<{width}}  {s['status']:<11}{seconds}")
+        beside = f"  (beside {', '.join(s['beside'])})" if s.get("beside") else ""
+        print(f"  {s['name']:<{width}}  {s['status']:<11}{seconds}{beside}")
     print(total_line(stages, data["total_seconds"]))
     return 0
 
@@ -182,7 +277,7 @@ def main(argv=None):
         return report(args.report)
     load_before = _loadavg()
     start = time.monotonic()
-    results = run_stages(args.stage, only=args.only)
+    results = run_stages(args.stage, only=args.only, together=args.together, log_dir=args.log_dir)
     total = time.monotonic() - start
     banner("summary")
     for entry in results:

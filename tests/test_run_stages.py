@@ -108,3 +108,71 @@ def test_bad_arguments_are_refused_with_a_clear_message(tmp_path, args, message)
     r = run_runner(*args, cwd=tmp_path)
     assert r.returncode == 2
     assert message in r.stderr
+
+
+def sleeper(name, seconds, code=0):
+    """A stage that prints, sleeps, leaves its file and exits with ``code``."""
+    return (
+        f"{PY} -c 'import pathlib, sys, time; print(\"start {name}\", flush=True); time.sleep({seconds}); "
+        f"pathlib.Path(\"{name}\").touch(); print(\"end {name}\"); sys.exit({code})'"
+    )
+
+
+def test_a_together_group_runs_at_once_and_each_stage_keeps_its_own_output_and_time(tmp_path):
+    out = tmp_path / "times.json"
+    r = run_runner(
+        "--json", str(out), "--log-dir", str(tmp_path / "logs"),
+        "--stage", "first", touch("first", 0),
+        "--stage", "slow", sleeper("slow", 2.0, 1),
+        "--stage", "quick", sleeper("quick", 0.2),
+        "--stage", "last", touch("last", 0),
+        "--together", "slow,quick",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 1, r.stdout + r.stderr
+    stdout = r.stdout
+    # the group ran at once: the quick stage ended (and its whole output was printed) before the slow one
+    assert stdout.index("ran first") < stdout.index("start quick") < stdout.index("end quick")
+    assert stdout.index("end quick") < stdout.index("start slow") < stdout.index("end slow") < stdout.index("ran last")
+    assert stdout.index("start quick") < stdout.index("end quick") < stdout.index("start slow")  # never interleaved
+    assert (tmp_path / "logs" / "slow.log").read_text().splitlines() == ["start slow", "end slow"]
+    data = {s["name"]: s for s in json.loads(out.read_text())["stages"]}
+    assert data["slow"]["status"] == "failed" and data["quick"]["status"] == "passed"
+    assert data["slow"]["beside"] == ["quick"] and data["quick"]["beside"] == ["slow"] and "beside" not in data["last"]
+    assert data["slow"]["seconds"] >= 2.0 > data["quick"]["seconds"]
+    # the whole run took about the slow stage's time, not the sum of the two
+    assert json.loads(out.read_text())["total_seconds"] < data["slow"]["seconds"] + data["quick"]["seconds"] + 1.5
+    summary = stdout[stdout.index("===== summary") :]
+    assert "stage slow: failed in " in summary and ", beside quick (exit 1)" in summary
+    assert "stage quick: passed in " in summary and ", beside slow" in summary
+    rep = run_runner("--report", str(out), cwd=tmp_path)
+    assert "(beside quick)" in rep.stdout
+
+
+def test_only_one_stage_of_a_group_runs_alone_and_streams(tmp_path):
+    r = run_runner(
+        "--only", "a", "--log-dir", str(tmp_path / "logs"),
+        "--stage", "a", touch("a", 0), "--stage", "b", touch("b", 0), "--together", "a,b",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (tmp_path / "a").exists() and not (tmp_path / "b").exists() and not (tmp_path / "logs").exists()
+    assert "stage a: passed in " in r.stdout and "beside" not in r.stdout
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--stage", "a", "true", "--together", "a,zz"], "--together: expected stage names among a, got zz"),
+        (["--stage", "a", "true", "--together", "a"], "--together: a group needs two or more different stages"),
+        (
+            ["--stage", "a", "true", "--stage", "b", "true", "--stage", "c", "true", "--together", "a,b",
+             "--together", "b,c"],
+            "--together: a stage may be in one group only, got b in two",
+        ),
+    ],
+)
+def test_bad_groups_are_refused_with_a_clear_message(tmp_path, args, message):
+    r = run_runner(*args, cwd=tmp_path)
+    assert r.returncode == 2
+    assert message in r.stderr
