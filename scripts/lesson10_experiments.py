@@ -4,9 +4,9 @@ Usage::
 
     OMP_NUM_THREADS=1 nice -n 5 python scripts/lesson10_experiments.py [--queue K/N] [--fate-only]
 
-Runs (:data:`RUNS`, in order; :mod:`attnlab.training.copy_experiments`): seed 0 of the three presets on French,
-seeds 1 and 2 of the pointer-generator and the convolutional copy network on French (the three seeds the
-lesson's comparison of the two needs), then the Korean runs. Each is shipped as ``NAME[_ko][_seedK]``; a run whose
+Runs (:data:`RUNS`; :mod:`attnlab.training.copy_experiments`): seed 0 of the three presets on both pairs, and
+seeds 1 and 2 of the pointer-generator (both pairs) and of the convolutional copy network (French): the three
+seeds the lesson's comparisons need. Each is shipped as ``NAME[_seedK][_ko]``; a run whose
 results are already shipped is skipped, so the command resumes where it stopped. ``--queue K/N`` takes every
 N-th run starting at the K-th (0-based), so N processes can share the list.
 
@@ -22,24 +22,22 @@ import argparse
 import sys
 import traceback
 
-from attnlab.training import copy_experiments, results
+from attnlab.training import copy_experiments, experiments, results
 
-RUNS = [
-    ("pointer_gen", "fr", 0),
-    ("pointer_nocopy", "fr", 0),
-    ("conv_copy", "fr", 0),
-    ("pointer_gen", "fr", 1),
-    ("conv_copy", "fr", 1),
-    ("pointer_gen", "fr", 2),
-    ("conv_copy", "fr", 2),
+RUNS = [  # ordered so that --queue 0/2 and 1/2 share the slow convolutional runs evenly
     ("pointer_gen", "ko", 0),
+    ("conv_copy", "fr", 0),
+    ("pointer_gen", "fr", 0),
+    ("conv_copy", "fr", 1),
+    ("pointer_nocopy", "fr", 0),
+    ("conv_copy", "fr", 2),
+    ("pointer_gen", "fr", 1),
     ("conv_copy", "ko", 0),
+    ("pointer_gen", "fr", 2),
     ("pointer_nocopy", "ko", 0),
+    ("pointer_gen", "ko", 1),
+    ("pointer_gen", "ko", 2),
 ]
-
-
-def file_name(name: str, pair: str, seed: int) -> str:
-    return name + ("_ko" if pair == "ko" else "") + (f"_seed{seed}" if seed else "")
 
 
 def main(argv=None) -> int:
@@ -51,7 +49,7 @@ def main(argv=None) -> int:
     failed = 0
     if not args.fate_only:
         for name, pair, seed in RUNS[k::n]:
-            out = file_name(name, pair, seed)
+            out = experiments.seed_result_name(name, pair, seed)
             if results.results_path(out, shipped=True).exists():
                 print(f"{out}: shipped, skipped", flush=True)
                 continue
