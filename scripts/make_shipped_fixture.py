@@ -161,7 +161,8 @@ def sentence_set(meta: dict) -> str | None:
         return f"copy_{pair}"
     if kind == "rnn" and task == "parsing":
         return "parse"
-    if (kind == "rnn" and task == "sorting") or kind == "pointer_net":
+    sorting_lists = str(meta.get("corpus_version", "")).startswith("sorting")  # a pointer network records no task
+    if (kind == "rnn" and task == "sorting") or (kind == "pointer_net" and sorting_lists):
         return "sort"
     return None
 
@@ -288,23 +289,31 @@ def _near_ties_of(margins: list[float]) -> list[int]:
     return [i for i, m in enumerate(margins) if not m >= MARGIN]
 
 
-def score(model, meta, sentences, near_ties: list[int] | None = None) -> dict:
+def _logprobs_only(logprobs: list[float], n_tokens: int) -> dict:
+    return {"ref_nll": -sum(logprobs) / n_tokens, "ref_logprobs": logprobs}
+
+
+def score(model, meta, sentences, near_ties: list[int] | None = None, *, outputs: bool = True) -> dict:
     """The fixture entry (all but set and weights digest) of ``model`` on ``sentences``, by its family's scoring:
     :func:`score_copy` for a copy model, :func:`score_pointer` for a pointer network, else
     :func:`score_translation` (translation models, the parsers, the seq2seq sorter).
 
     ``near_ties``: the sentences whose greedy outputs do not count (a stored fixture's list);
     ``None`` finds them: those with a greedy choice that leads by less than :data:`MARGIN`.
+    ``outputs=False``: the reference log-probabilities alone (``ref_logprobs``, ``ref_nll``; no decoding), what
+    :func:`compare_logprobs` needs.
     """
     scorer = {"copy": score_copy, "pointer_net": score_pointer}.get(meta["kind"], score_translation)
-    return scorer(model, meta, sentences, near_ties)
+    return scorer(model, meta, sentences, near_ties, outputs=outputs)
 
 
-def score_translation(model, meta, sentences, near_ties: list[int] | None = None) -> dict:
+def score_translation(model, meta, sentences, near_ties: list[int] | None = None, *, outputs: bool = True) -> dict:
     """:func:`score` of a model speaking the decoding protocol (``translate``); finding the near ties is slower."""
     from attnlab.models.decoding import translate
 
     src_vocab, tgt_vocab = meta["src_vocab"], meta["tgt_vocab"]
+    if not outputs:
+        return _logprobs_only(*reference_logprobs(model, sentences, src_vocab, tgt_vocab))
     sources = [s for s, _ in sentences]
     margins = None
     if near_ties is None:
@@ -324,7 +333,7 @@ def _leads(logp: torch.Tensor, steps: list[int]) -> list[float]:
 
 
 @torch.no_grad()
-def score_copy(model, meta, sentences, near_ties: list[int] | None = None) -> dict:
+def score_copy(model, meta, sentences, near_ties: list[int] | None = None, *, outputs: bool = True) -> dict:
     """:func:`score` of a copy model (:class:`attnlab.models.copying.CopyModel`), over each sentence's extended
     vocabulary (its source words outside the target vocabulary get temporary ids: :func:`encode_copy_pair`).
 
@@ -348,12 +357,16 @@ def score_copy(model, meta, sentences, near_ties: list[int] | None = None) -> di
         real = tgt_out != PAD  # (B, T)
         logprobs += (logp.gather(-1, tgt_out.unsqueeze(-1)).squeeze(-1) * real).sum(1).tolist()
         n_tokens += int(real.sum())
+        if not outputs:
+            continue
         ids, _ = greedy_copy(model, src, copy_ids, max_len=2 * src.size(1) + 10)  # (B, L)
         hyps += [decode_extended(row, tgt_vocab, e[4]) for row, e in zip(ids.tolist(), enc, strict=True)]
         fed = torch.cat([torch.full_like(ids[:, :1], BOS), ids[:, :-1]], dim=1)  # (B, L)
         ended = (ids == EOS).long()  # (B, L)
         steps = [int(e.argmax()) + 1 if e.any() else ids.size(1) for e in ended]
         margins += _leads(model(src, copy_ids, fed), steps)
+    if not outputs:
+        return _logprobs_only(logprobs, n_tokens)
     if near_ties is None:
         near_ties = _near_ties_of(margins)
     else:
@@ -362,7 +375,7 @@ def score_copy(model, meta, sentences, near_ties: list[int] | None = None) -> di
 
 
 @torch.no_grad()
-def score_pointer(model, meta, sentences, near_ties: list[int] | None = None) -> dict:
+def score_pointer(model, meta, sentences, near_ties: list[int] | None = None, *, outputs: bool = True) -> dict:
     """:func:`score` of a pointer network on sorting lists (:class:`attnlab.models.pointer_net.PointerNet`).
 
     A sentence is a list (source: the values; reference: them sorted, as :func:`attnlab.data.sorting.sorting_pairs`
@@ -391,11 +404,15 @@ def score_pointer(model, meta, sentences, near_ties: list[int] | None = None) ->
         logp = torch.log_softmax(model(x, gold).double(), dim=-1)  # (B, N, N)
         logprobs += logp.gather(-1, gold.unsqueeze(-1)).squeeze(-1).sum(1).tolist()
         n_tokens += gold.numel()
+        i = j
+        if not outputs:
+            continue
         picks, probs = model.decode(x)  # (B, N), (B, N, N)
         hyps += [[str(k) for k in row] for row in picks.tolist()]
         refs += [[str(k) for k in row] for row in gold.tolist()]
         margins += _leads(probs.log(), [gold.size(1)] * gold.size(0))  # a masked position: log 0 = -inf
-        i = j
+    if not outputs:
+        return _logprobs_only(logprobs, n_tokens)
     if near_ties is None:
         near_ties = _near_ties_of(margins)
     else:
@@ -413,9 +430,18 @@ def score_model(name: str, sentences, near_ties: list[int] | None = None) -> dic
 def compare(got: dict, want: dict) -> list[str]:
     """What differs between two fixture entries beyond what the CPU changes; empty when they agree.
 
-    Log-probabilities (and the NLL) may differ by :data:`LOGPROB_TOL`; the greedy translations of
-    the sentences that are no near ties (digest, BLEU, exact match) must be identical.
+    Log-probabilities (and the NLL) may differ by :data:`LOGPROB_TOL` (:func:`compare_logprobs`); the greedy
+    translations of the sentences that are no near ties (digest, BLEU, exact match) must be identical.
     """
+    problems = compare_logprobs(got, want)
+    for key in ("outputs_sha256", "bleu", "exact_match"):  # a pointer network has no BLEU
+        if got.get(key) != want.get(key):
+            problems.append(f"greedy translations changed: {key} is {got.get(key)!r}, was {want.get(key)!r}")
+    return problems
+
+
+def compare_logprobs(got: dict, want: dict) -> list[str]:
+    """The first half of :func:`compare`: the reference log-probabilities and NLL, within :data:`LOGPROB_TOL`."""
     problems = []
     diff = [abs(a - b) for a, b in zip(got["ref_logprobs"], want["ref_logprobs"], strict=True)]
     worst = max(range(len(diff)), key=diff.__getitem__)
@@ -426,9 +452,6 @@ def compare(got: dict, want: dict) -> list[str]:
         )
     if not abs(got["ref_nll"] - want["ref_nll"]) <= LOGPROB_TOL:
         problems.append(f"the reference NLL is {got['ref_nll']!r}, was {want['ref_nll']!r}")
-    for key in ("outputs_sha256", "bleu", "exact_match"):  # a pointer network has no BLEU
-        if got.get(key) != want.get(key):
-            problems.append(f"greedy translations changed: {key} is {got.get(key)!r}, was {want.get(key)!r}")
     return problems
 
 
