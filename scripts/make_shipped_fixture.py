@@ -324,6 +324,17 @@ def score_translation(model, meta, sentences, near_ties: list[int] | None = None
     return _entry(hyps, [t for _, t in sentences], logprobs, n_tokens, near_ties, margins)
 
 
+def _decoded_entry(hyps, refs, logprobs, n_tokens, near_ties, margins, outputs: bool, *, bleu=True) -> dict:
+    """The entry of a scorer that measures the leads while it decodes (:func:`score_copy`, :func:`score_pointer`):
+    the stored ``near_ties`` when given (and no ``min_margin``, as :func:`score_translation`), else those of
+    ``margins``; the log-probabilities alone when not ``outputs``."""
+    if not outputs:
+        return _logprobs_only(logprobs, n_tokens)
+    if near_ties is None:
+        return _entry(hyps, refs, logprobs, n_tokens, _near_ties_of(margins), margins, bleu=bleu)
+    return _entry(hyps, refs, logprobs, n_tokens, near_ties, bleu=bleu)
+
+
 def _leads(logp: torch.Tensor, steps: list[int]) -> list[float]:
     """Per row of ``logp (B, L, K)`` (log-probabilities along a greedy path), the smallest lead of the top choice
     over the runner-up in the row's first ``steps[b]`` steps (``inf`` when it never has a runner-up)."""
@@ -365,13 +376,7 @@ def score_copy(model, meta, sentences, near_ties: list[int] | None = None, *, ou
         ended = (ids == EOS).long()  # (B, L)
         steps = [int(e.argmax()) + 1 if e.any() else ids.size(1) for e in ended]
         margins += _leads(model(src, copy_ids, fed), steps)
-    if not outputs:
-        return _logprobs_only(logprobs, n_tokens)
-    if near_ties is None:
-        near_ties = _near_ties_of(margins)
-    else:
-        margins = None
-    return _entry(hyps, [t for _, t in sentences], logprobs, n_tokens, near_ties, margins)
+    return _decoded_entry(hyps, [t for _, t in sentences], logprobs, n_tokens, near_ties, margins, outputs)
 
 
 @torch.no_grad()
@@ -411,13 +416,7 @@ def score_pointer(model, meta, sentences, near_ties: list[int] | None = None, *,
         hyps += [[str(k) for k in row] for row in picks.tolist()]
         refs += [[str(k) for k in row] for row in gold.tolist()]
         margins += _leads(probs.log(), [gold.size(1)] * gold.size(0))  # a masked position: log 0 = -inf
-    if not outputs:
-        return _logprobs_only(logprobs, n_tokens)
-    if near_ties is None:
-        near_ties = _near_ties_of(margins)
-    else:
-        margins = None
-    return _entry(hyps, refs, logprobs, n_tokens, near_ties, margins, bleu=False)
+    return _decoded_entry(hyps, refs, logprobs, n_tokens, near_ties, margins, outputs, bleu=False)
 
 
 def score_model(name: str, sentences, near_ties: list[int] | None = None) -> dict:
