@@ -32,9 +32,23 @@ checked on exactly these inputs even if the corpus generator changes; a separate
 the default split still contains them. A checkpoint's pair is its JSON's ``pair`` (English->French
 when absent, as in every checkpoint shipped before the second pair).
 
+Lesson 10's trained models are covered the same way, each on a set of its own task's test items
+(:data:`SETS`, stored under ``sets``; an entry's ``set`` names it, a translation entry's ``pair``):
+the copy models (family ``copy``: pointer-generator, no-copy baseline, convolutional copy network) on
+every 10th pair of the copy corpus's test split of their language pair (``copy_fr``, ``copy_ko``: 40,
+10 per bucket), scored by :func:`score_copy` over each sentence's extended vocabulary; the parsers on
+every 50th sentence of the parse test split (``parse``: 40), scored as translation models; the sorting
+models on every 40th held-out list (``sort``: 5 of each length 5-20), the pointer networks by
+:func:`score_pointer` (log-probability of the gold pointers, greedy pointers), the seq2seq sorter as a
+translation model. :func:`score` picks the scoring function by the checkpoint's family. Every family
+runs in float64 and is held to the same :data:`LOGPROB_TOL` and :data:`MARGIN`; the copy and pointer
+models even decode in float64, so their leads move by float64 rounding alone.
+
 Regenerate only when a shipped checkpoint was retrained on purpose (``make checkpoints``); run with
 ``--check`` to compare the current code and checkpoints with the stored fixture instead (with
-:func:`compare`, the test's comparison; it prints the largest deviation of each kind).
+:func:`compare`, the test's comparison; it prints the largest deviation of each kind). ``--update``
+scores only the checkpoints that are new or whose weights changed (a retrained model, a new seed)
+and drops the entries of checkpoints no longer shipped; every other entry is kept as it is.
 """
 
 from __future__ import annotations
@@ -63,7 +77,11 @@ BATCH = 25  # sentences per batch: one length bucket (less padding: ~20% less fl
 #: The bound is 300 times the largest spread measured. Scaling one weight tensor by 0.999 moves
 #: some log-probability by 4.5e-5 or more (every tensor of bahdanau, luong_general and transformer
 #: tried, except a Transformer's key-projection biases, which softmax ignores: 4e-15), 4500 times
-#: the bound.
+#: the bound. Lesson 10's 20 models (their own sets; float64 decoding too), measured the same way: avx2
+#: (with MKL_ENABLE_INSTRUCTIONS=AVX2) 2.8e-14, default (with SSE4_2) 5.0e-14; scaling one weight tensor by
+#: 0.999 moves some log-probability by 9.5e-6 or more (every tensor of pointer_gen, pointer_nocopy,
+#: conv_copy, parse_bahdanau, parse_noattn, pointer_sort and seq2seq_sort, except conv_copy's conv_alpha
+#: and conv_kappa biases, a shift that their softmax ignores: 3e-14), 950 times the bound.
 LOGPROB_TOL = 1e-8
 
 #: A greedy choice that leads the runner-up by less than this (nats) is a near tie. The decoder
@@ -71,7 +89,9 @@ LOGPROB_TOL = 1e-8
 #: choice is settled up to a few float32 ulps of the score: ~1e-5 at |score| 100, 1e-4 at 1000.
 #: Measured: the largest change of a lead between dispatch settings is 4.3e-7; no greedy
 #: translation differed between them; the smallest lead is 2.3e-5.
-#: Leads below 1e-3 occur in 29 of the 5800 sentences (0 to 4 per model).
+#: Leads below 1e-3 occur in 29 of the 5800 sentences (0 to 4 per model). Lesson 10's models: no lead moved
+#: by 5e-5 (the fourth decimal of ``min_margin``) between dispatch settings, no output differed; leads below
+#: 1e-3 in 5 of their 1,040 items.
 MARGIN = 1e-3
 
 
@@ -80,25 +100,95 @@ def sentence_ids() -> list[int]:
     return list(range(0, STRIDE * N_SENTENCES, STRIDE))
 
 
-def default_test_sentences(pair: str = "fr") -> list[tuple[list[str], list[str]]]:
-    """``(source tokens, reference tokens)`` of :func:`sentence_ids` in today's default test split of ``pair``."""
-    from attnlab.data.corpus import make_test_split
+#: Lesson 10's sets: where the items come from (today's default test data of the task, as the lesson
+#: evaluates on) and the indices used: 40 copy pairs (the copy test split is 4 buckets x 100), 40 parse
+#: sentences (4 buckets x 500), 80 sorting lists (16 lengths, 5-20, x 200), all stored bucket (length) by
+#: bucket, so each bucket (length) gets the same share. Fewer than the translation models' 100: the copy
+#: and parse models decode slowly, and the test must stay quick (a weight scaled by 0.999 still fails it).
+SETS = {
+    "copy_fr": ("make_copy_splits(target='fr', n_train=0, n_valid=0).test", list(range(0, 400, 10))),
+    "copy_ko": ("make_copy_splits(target='ko', n_train=0, n_valid=0).test", list(range(0, 400, 10))),
+    "parse": ("make_parse_test_split(seed=0)", list(range(0, 2000, 50))),
+    "sort": ("sorting_pairs of pointer_experiments.held_out_lists(), in length order", list(range(0, 3200, 40))),
+}
 
-    test = make_test_split(seed=0, target=pair)  # == make_splits(target=pair).test, what the lessons evaluate on
-    return [(list(test[i].src), list(test[i].tgt)) for i in sentence_ids()]
+
+def set_items(name: str) -> list:
+    """Every item (with ``src`` and ``tgt`` tokens) of today's default test data of sentence set ``name``."""
+    if name in ("fr", "ko"):
+        from attnlab.data.corpus import make_test_split
+
+        return make_test_split(seed=0, target=name)  # == make_splits(target=pair).test, what the lessons evaluate on
+    if name in ("copy_fr", "copy_ko"):
+        from attnlab.data.corpus.copying import make_copy_splits
+
+        # == copy_experiments.copy_data(pair, test_only=True), the lesson's test split (its sizes are the defaults)
+        return make_copy_splits(target=name.removeprefix("copy_"), n_train=0, n_valid=0).test
+    if name == "parse":
+        from attnlab.data.parsing import make_parse_test_split
+
+        return make_parse_test_split(seed=0)
+    if name == "sort":
+        from attnlab.data.sorting import sorting_pairs
+        from attnlab.training.pointer_experiments import held_out_lists
+
+        return [p for examples in held_out_lists().values() for p in sorting_pairs(examples)]
+    raise ValueError(f"unknown sentence set {name!r}: expected 'fr', 'ko' or one of {sorted(SETS)}")
+
+
+def default_test_sentences(pair: str = "fr") -> list[tuple[list[str], list[str]]]:
+    """``(source tokens, reference tokens)`` of the fixture's items of today's default test data of ``pair``
+    (a language pair: :func:`sentence_ids` of its translation test split; or a set of :data:`SETS`)."""
+    items = set_items(pair)
+    ids = sentence_ids() if pair in ("fr", "ko") else SETS[pair][1]
+    return [(list(items[i].src), list(items[i].tgt)) for i in ids]
 
 
 TEXT_FAMILIES = ("rnn", "transformer", "decoder_only")  # lesson 13's image models are checked by their lesson and tests
 
 
+def sentence_set(meta: dict) -> str | None:
+    """The sentence set a checkpoint (its JSON ``meta``) is checked on, or None for one the fixture leaves out.
+
+    A translation model: its language pair. Lesson 10's: ``copy_<pair>`` for a copy model, ``parse`` for a
+    parser, ``sort`` for a sorting model (:data:`SETS`). The toy runs of :mod:`attnlab.course.toys` (other
+    tasks) and lesson 13's image models are checked by their lessons and tests.
+    """
+    kind, task, pair = meta.get("kind"), meta.get("task"), meta.get("pair", "fr")
+    if kind in TEXT_FAMILIES and not task:
+        return pair
+    if kind == "copy" and task == "copy":
+        return f"copy_{pair}"
+    if kind == "rnn" and task == "parsing":
+        return "parse"
+    sorting_lists = str(meta.get("corpus_version", "")).startswith("sorting")  # a pointer network records no task
+    if (kind == "rnn" and task == "sorting") or (kind == "pointer_net" and sorting_lists):
+        return "sort"
+    return None
+
+
+def fixture_checkpoints() -> list[str]:
+    """Names of the shipped checkpoints this fixture covers (translation and lesson 10's models), sorted."""
+    return [
+        p.stem
+        for p in sorted(CHECKPOINTS.glob("*.safetensors"))
+        if sentence_set(json.loads(p.with_suffix(".json").read_text())) is not None
+    ]
+
+
 def translation_checkpoints() -> list[str]:
-    """Names of the shipped translation models (the ones this fixture covers), sorted."""
-    names = []
-    for p in sorted(CHECKPOINTS.glob("*.safetensors")):
-        meta = json.loads(p.with_suffix(".json").read_text())
-        if meta.get("kind") in TEXT_FAMILIES and not meta.get("task"):  # not a toy run of attnlab.course.toys
-            names.append(p.stem)
-    return names
+    """Names of the shipped translation models, sorted."""
+    return [n for n in fixture_checkpoints() if checkpoint_set(n) in ("fr", "ko")]
+
+
+def checkpoint_set(name: str) -> str | None:
+    """The sentence set of shipped checkpoint ``name`` (:func:`sentence_set`)."""
+    return sentence_set(json.loads((CHECKPOINTS / f"{name}.json").read_text()))
+
+
+def entry_set(entry: dict) -> str:
+    """The sentence set of a fixture entry: its ``set`` (lesson 10's) or its ``pair`` (a translation model's)."""
+    return entry.get("set", entry.get("pair"))
 
 
 def checkpoint_pair(name: str) -> str:
@@ -176,36 +266,157 @@ def load_model(name: str):
     return model.double(), meta
 
 
-def score(model, meta, sentences, near_ties: list[int] | None = None) -> dict:
-    """The fixture entry (all but pair and weights digest) of ``model`` on ``sentences``.
-
-    ``near_ties``: the sentences whose greedy translations do not count (a stored fixture's list);
-    ``None`` finds them: those with a greedy choice that leads by less than :data:`MARGIN` (slower).
-    """
+def _entry(hyps, refs, logprobs: list[float], n_tokens: int, near_ties: list[int], margins=None, *, bleu=True) -> dict:
+    """A fixture entry from every sentence's output and reference log-probability; ``near_ties`` left out of
+    the outputs' digest and scores; ``min_margin`` when the ``margins`` are known; no ``bleu`` with ``bleu=False``."""
     from attnlab.data.metrics import corpus_bleu, exact_match
+
+    decisive = [i for i in range(len(hyps)) if i not in near_ties]
+    hyps, refs = [hyps[i] for i in decisive], [refs[i] for i in decisive]
+    entry = {"bleu": round(corpus_bleu(hyps, refs), 4)} if bleu else {}
+    entry.update(
+        exact_match=round(exact_match(hyps, refs), 4),
+        outputs_sha256=outputs_digest(hyps),
+        ref_nll=-sum(logprobs) / n_tokens,
+        near_ties=near_ties,
+    )
+    if margins is not None:
+        entry["min_margin"] = round(min(margins[i] for i in decisive), 4)
+    return {**entry, "ref_logprobs": logprobs}
+
+
+def _near_ties_of(margins: list[float]) -> list[int]:
+    return [i for i, m in enumerate(margins) if not m >= MARGIN]
+
+
+def _logprobs_only(logprobs: list[float], n_tokens: int) -> dict:
+    return {"ref_nll": -sum(logprobs) / n_tokens, "ref_logprobs": logprobs}
+
+
+def score(model, meta, sentences, near_ties: list[int] | None = None, *, outputs: bool = True) -> dict:
+    """The fixture entry (all but set and weights digest) of ``model`` on ``sentences``, by its family's scoring:
+    :func:`score_copy` for a copy model, :func:`score_pointer` for a pointer network, else
+    :func:`score_translation` (translation models, the parsers, the seq2seq sorter).
+
+    ``near_ties``: the sentences whose greedy outputs do not count (a stored fixture's list);
+    ``None`` finds them: those with a greedy choice that leads by less than :data:`MARGIN`.
+    ``outputs=False``: the reference log-probabilities alone (``ref_logprobs``, ``ref_nll``; no decoding), what
+    :func:`compare_logprobs` needs.
+    """
+    scorer = {"copy": score_copy, "pointer_net": score_pointer}.get(meta["kind"], score_translation)
+    return scorer(model, meta, sentences, near_ties, outputs=outputs)
+
+
+def score_translation(model, meta, sentences, near_ties: list[int] | None = None, *, outputs: bool = True) -> dict:
+    """:func:`score` of a model speaking the decoding protocol (``translate``); finding the near ties is slower."""
     from attnlab.models.decoding import translate
 
     src_vocab, tgt_vocab = meta["src_vocab"], meta["tgt_vocab"]
+    if not outputs:
+        return _logprobs_only(*reference_logprobs(model, sentences, src_vocab, tgt_vocab))
     sources = [s for s, _ in sentences]
     margins = None
     if near_ties is None:
         margins = greedy_margins(model, sources, src_vocab)
-        near_ties = [i for i, m in enumerate(margins) if not m >= MARGIN]
-    decisive = [i for i in range(len(sentences)) if i not in near_ties]
+        near_ties = _near_ties_of(margins)
     hyps, _, _ = translate(model, sources, src_vocab, tgt_vocab, beam=1, bs=BATCH)
-    hyps = [hyps[i] for i in decisive]
-    refs = [sentences[i][1] for i in decisive]
     logprobs, n_tokens = reference_logprobs(model, sentences, src_vocab, tgt_vocab)
-    entry = {
-        "bleu": round(corpus_bleu(hyps, refs), 4),
-        "exact_match": round(exact_match(hyps, refs), 4),
-        "outputs_sha256": outputs_digest(hyps),
-        "ref_nll": -sum(logprobs) / n_tokens,
-        "near_ties": near_ties,
-    }
-    if margins is not None:
-        entry["min_margin"] = round(min(margins[i] for i in decisive), 4)
-    return {**entry, "ref_logprobs": logprobs}
+    return _entry(hyps, [t for _, t in sentences], logprobs, n_tokens, near_ties, margins)
+
+
+def _decoded_entry(hyps, refs, logprobs, n_tokens, near_ties, margins, outputs: bool, *, bleu=True) -> dict:
+    """The entry of a scorer that measures the leads while it decodes (:func:`score_copy`, :func:`score_pointer`):
+    the stored ``near_ties`` when given (and no ``min_margin``, as :func:`score_translation`), else those of
+    ``margins``; the log-probabilities alone when not ``outputs``."""
+    if not outputs:
+        return _logprobs_only(logprobs, n_tokens)
+    if near_ties is None:
+        return _entry(hyps, refs, logprobs, n_tokens, _near_ties_of(margins), margins, bleu=bleu)
+    return _entry(hyps, refs, logprobs, n_tokens, near_ties, bleu=bleu)
+
+
+def _leads(logp: torch.Tensor, steps: list[int]) -> list[float]:
+    """Per row of ``logp (B, L, K)`` (log-probabilities along a greedy path), the smallest lead of the top choice
+    over the runner-up in the row's first ``steps[b]`` steps (``inf`` when it never has a runner-up)."""
+    top2 = logp.double().topk(2, dim=-1).values  # (B, L, 2)
+    lead = top2[..., 0] - top2[..., 1]  # (B, L)
+    return [float(lead[b, :n].min()) if n else float("inf") for b, n in enumerate(steps)]
+
+
+@torch.no_grad()
+def score_copy(model, meta, sentences, near_ties: list[int] | None = None, *, outputs: bool = True) -> dict:
+    """:func:`score` of a copy model (:class:`attnlab.models.copying.CopyModel`), over each sentence's extended
+    vocabulary (its source words outside the target vocabulary get temporary ids: :func:`encode_copy_pair`).
+
+    The reference log-probabilities are the model's teacher-forced mixture (``tgt_out`` as it was trained on:
+    copied words by their temporary ids, or ``<unk>`` without copying); the outputs are
+    :func:`~attnlab.models.copying.greedy_copy`'s, the decoding the lesson measures (``max_len`` as
+    ``copy_experiments.copy_outputs``), in batches of :data:`BATCH` in fixture order. The leads come from the
+    same model fed its own greedy output (the inputs greedy decoding fed it, ``<pad>`` after ``<eos>``).
+    """
+    from attnlab.data.loaders import collate
+    from attnlab.data.vocab import BOS, EOS, PAD
+    from attnlab.models.copying import decode_extended, encode_copy_pair, greedy_copy
+
+    src_vocab, tgt_vocab = meta["src_vocab"], meta["tgt_vocab"]
+    hyps, margins, logprobs, n_tokens = [], [], [], 0
+    for i in range(0, len(sentences), BATCH):
+        batch = sentences[i : i + BATCH]
+        enc = [encode_copy_pair(s, t, src_vocab, tgt_vocab, copy=model.config.copy) for s, t in batch]
+        src, copy_ids, tgt_in, tgt_out = collate([e[:4] for e in enc])  # (B, S), (B, S), (B, T), (B, T)
+        logp = model(src, copy_ids, tgt_in).double()  # (B, T, V+X)
+        real = tgt_out != PAD  # (B, T)
+        logprobs += (logp.gather(-1, tgt_out.unsqueeze(-1)).squeeze(-1) * real).sum(1).tolist()
+        n_tokens += int(real.sum())
+        if not outputs:
+            continue
+        ids, _ = greedy_copy(model, src, copy_ids, max_len=2 * src.size(1) + 10)  # (B, L)
+        hyps += [decode_extended(row, tgt_vocab, e[4]) for row, e in zip(ids.tolist(), enc, strict=True)]
+        fed = torch.cat([torch.full_like(ids[:, :1], BOS), ids[:, :-1]], dim=1)  # (B, L)
+        ended = (ids == EOS).long()  # (B, L)
+        steps = [int(e.argmax()) + 1 if e.any() else ids.size(1) for e in ended]
+        margins += _leads(model(src, copy_ids, fed), steps)
+    return _decoded_entry(hyps, [t for _, t in sentences], logprobs, n_tokens, near_ties, margins, outputs)
+
+
+@torch.no_grad()
+def score_pointer(model, meta, sentences, near_ties: list[int] | None = None, *, outputs: bool = True) -> dict:
+    """:func:`score` of a pointer network on sorting lists (:class:`attnlab.models.pointer_net.PointerNet`).
+
+    A sentence is a list (source: the values; reference: them sorted, as :func:`attnlab.data.sorting.sorting_pairs`
+    writes it); the gold output is the order of positions that sorts it. The reference log-probability is the
+    sum of the gold pointers' log-softmax under teacher forcing; the outputs are the greedy pointers of
+    ``model.decode`` (no BLEU: ``exact_match`` is the exact order). Lists of one length form a batch.
+    """
+    from attnlab.data.sorting import pointer_batch
+
+    dtype = next(model.parameters()).dtype
+    hyps, refs, margins, logprobs, n_tokens = [], [], [], [], 0
+    i = 0
+    while i < len(sentences):
+        j = i
+        while j < len(sentences) and len(sentences[j][0]) == len(sentences[i][0]):
+            j += 1
+        examples = []
+        for src, ref in sentences[i:j]:
+            values = [int(v) for v in src]
+            order = sorted(range(len(values)), key=values.__getitem__)
+            if [str(values[k]) for k in order] != ref:
+                raise ValueError(f"a sorting sentence's reference must be its source sorted, got {src} -> {ref}")
+            examples.append((values, order))
+        x, gold = pointer_batch(examples)  # (B, N, 1), (B, N)
+        x = x.to(dtype)  # the float32 inputs, exactly
+        logp = torch.log_softmax(model(x, gold).double(), dim=-1)  # (B, N, N)
+        logprobs += logp.gather(-1, gold.unsqueeze(-1)).squeeze(-1).sum(1).tolist()
+        n_tokens += gold.numel()
+        i = j
+        if not outputs:
+            continue
+        picks, probs = model.decode(x)  # (B, N), (B, N, N)
+        hyps += [[str(k) for k in row] for row in picks.tolist()]
+        refs += [[str(k) for k in row] for row in gold.tolist()]
+        margins += _leads(probs.log(), [gold.size(1)] * gold.size(0))  # a masked position: log 0 = -inf
+    return _decoded_entry(hyps, refs, logprobs, n_tokens, near_ties, margins, outputs, bleu=False)
 
 
 def score_model(name: str, sentences, near_ties: list[int] | None = None) -> dict:
@@ -218,9 +429,18 @@ def score_model(name: str, sentences, near_ties: list[int] | None = None) -> dic
 def compare(got: dict, want: dict) -> list[str]:
     """What differs between two fixture entries beyond what the CPU changes; empty when they agree.
 
-    Log-probabilities (and the NLL) may differ by :data:`LOGPROB_TOL`; the greedy translations of
-    the sentences that are no near ties (digest, BLEU, exact match) must be identical.
+    Log-probabilities (and the NLL) may differ by :data:`LOGPROB_TOL` (:func:`compare_logprobs`); the greedy
+    translations of the sentences that are no near ties (digest, BLEU, exact match) must be identical.
     """
+    problems = compare_logprobs(got, want)
+    for key in ("outputs_sha256", "bleu", "exact_match"):  # a pointer network has no BLEU
+        if got.get(key) != want.get(key):
+            problems.append(f"greedy translations changed: {key} is {got.get(key)!r}, was {want.get(key)!r}")
+    return problems
+
+
+def compare_logprobs(got: dict, want: dict) -> list[str]:
+    """The first half of :func:`compare`: the reference log-probabilities and NLL, within :data:`LOGPROB_TOL`."""
     problems = []
     diff = [abs(a - b) for a, b in zip(got["ref_logprobs"], want["ref_logprobs"], strict=True)]
     worst = max(range(len(diff)), key=diff.__getitem__)
@@ -231,9 +451,6 @@ def compare(got: dict, want: dict) -> list[str]:
         )
     if not abs(got["ref_nll"] - want["ref_nll"]) <= LOGPROB_TOL:
         problems.append(f"the reference NLL is {got['ref_nll']!r}, was {want['ref_nll']!r}")
-    for key in ("outputs_sha256", "bleu", "exact_match"):
-        if got[key] != want[key]:
-            problems.append(f"greedy translations changed: {key} is {got[key]!r}, was {want[key]!r}")
     return problems
 
 
@@ -246,27 +463,31 @@ def build(stored: dict | None = None, *, keep: dict | None = None) -> dict:
     not scored again (``--update``: only new and retrained checkpoints are scored).
     """
     torch.set_num_threads(1)
-    names = translation_checkpoints()
+    names = fixture_checkpoints()
+    sets = {name: checkpoint_set(name) for name in names}
     old = keep["models"] if keep else {}
     kept = {
         name: old[name]
         for name in names
-        if name in old and old[name]["weights_sha256"] == file_digest(CHECKPOINTS / f"{name}.safetensors")
+        if name in old
+        and entry_set(old[name]) == sets[name]
+        and old[name]["weights_sha256"] == file_digest(CHECKPOINTS / f"{name}.safetensors")
     }
-    pairs = {name: checkpoint_pair(name) for name in names}
-    sentences = {pair: default_test_sentences(pair) for pair in sorted(set(pairs.values()))}
+    order = sorted(set(sets.values()), key=lambda k: (k not in ("fr", "ko"), k))  # the translation pairs first
+    sentences = {k: default_test_sentences(k) for k in order}
+
+    def fresh(name: str) -> dict:
+        where = {"pair": sets[name]} if sets[name] in ("fr", "ko") else {"set": sets[name]}
+        return {**where, **score_model(name, sentences[sets[name]], _near_ties(stored, name))}
+
     return {
         "about": "written by scripts/make_shipped_fixture.py; checked by tests/test_shipped_models.py",
         "split": {"function": "make_test_split(seed=0, target=pair)", "ids": sentence_ids()},
+        "sets": {k: {"function": SETS[k][0], "ids": SETS[k][1]} for k in order if k in SETS},
         "sentences": {
-            pair: [{"src": " ".join(s), "ref": " ".join(t)} for s, t in sents] for pair, sents in sentences.items()
+            k: [{"src": " ".join(s), "ref": " ".join(t)} for s, t in sents] for k, sents in sentences.items()
         },
-        "models": {
-            name: kept[name]
-            if name in kept
-            else {"pair": pairs[name], **score_model(name, sentences[pairs[name]], _near_ties(stored, name))}
-            for name in names
-        },
+        "models": {name: kept[name] if name in kept else fresh(name) for name in names},
     }
 
 
@@ -277,17 +498,17 @@ def _near_ties(stored: dict | None, name: str) -> list[int] | None:
 def check(stored: dict, fixture: dict) -> list[str]:
     """Problems of ``fixture`` (freshly built) against ``stored``, by :func:`compare`; prints the deviations."""
     problems = []
-    for key in ("split", "sentences"):
-        if stored[key] != fixture[key]:
+    for key in ("split", "sets", "sentences"):
+        if stored.get(key) != fixture.get(key):
             problems.append(f"the fixture's {key} changed")
     if sorted(stored["models"]) != sorted(fixture["models"]):
         problems.append(f"the shipped checkpoints are {sorted(fixture['models'])}, were {sorted(stored['models'])}")
     worst = (0.0, "")
     for name in sorted(set(stored["models"]) & set(fixture["models"])):
         got, want = fixture["models"][name], stored["models"][name]
-        for key in ("pair", "weights_sha256"):
-            if got[key] != want[key]:
-                problems.append(f"{name}: {key} is {got[key]!r}, was {want[key]!r}")
+        for key in ("pair", "set", "weights_sha256"):
+            if got.get(key) != want.get(key):
+                problems.append(f"{name}: {key} is {got.get(key)!r}, was {want.get(key)!r}")
         problems += [f"{name}: {p}" for p in compare(got, want)]
         dev = max(abs(a - b) for a, b in zip(got["ref_logprobs"], want["ref_logprobs"], strict=True))
         worst = max(worst, (dev, name))
@@ -312,9 +533,11 @@ def main(argv=None) -> int:
     fixture = build(keep=json.loads(FIXTURE.read_text(encoding="utf-8")) if args.update else None)
     args.out.write_text(json.dumps(fixture, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     for name, m in fixture["models"].items():
+        bleu = f"{m['bleu']:7.2f}" if "bleu" in m else "      –"
+        margin = f"{m['min_margin']:.4f}" if "min_margin" in m else "(kept)"
         print(
-            f"{name:28s} BLEU {m['bleu']:7.2f}  EM {m['exact_match']:.2f}  NLL {m['ref_nll']:.4f}  "
-            f"near ties {len(m['near_ties'])}  min margin {m['min_margin']:.4f}"
+            f"{name:28s} BLEU {bleu}  EM {m['exact_match']:.2f}  NLL {m['ref_nll']:.4f}  "
+            f"near ties {len(m['near_ties'])}  min margin {margin}"
         )
     return 0
 

@@ -9,7 +9,16 @@ import pytest
 from attnlab.data.corpus import BUCKET_NAMES
 from attnlab.training import results
 from attnlab.training.experiments import result_name
-from attnlab.training.report import END, README, START, load_all_results, results_table, update_readme
+from attnlab.training.report import (
+    END,
+    README,
+    START,
+    load_all_results,
+    readme_block,
+    results_table,
+    task_tables,
+    update_readme,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = load_all_results()
@@ -18,7 +27,8 @@ SHIPPED = load_all_results()
 def test_readme_block_matches_the_shipped_results():
     text = (ROOT / "README.md").read_text()
     block = text.split(START, 1)[1].split(END, 1)[0].strip()
-    assert block == results_table(), "run `python -m attnlab.training.report --readme` after changing data/results"
+    assert block == readme_block(), "run `python -m attnlab.training.report --readme` after changing data/results"
+    assert block.startswith(results_table())  # the translation tables first, unchanged; lesson 10's after them
 
 
 def test_the_report_updates_the_repository_readme():
@@ -124,3 +134,58 @@ def test_update_readme_rewrites_only_the_block(tmp_path):
     readme.write_text("no block")
     with pytest.raises(ValueError, match="no <!-- results:start -->"):
         update_readme(readme)
+
+
+def _copy_result(name, pair, seed, bleu, names, p_gen=(0.1, 0.9)):
+    return {
+        "model": name, "pair": pair, "task": "copy", "seed": seed, "bleu": bleu, "train_steps": 1000,
+        "copy_accuracy": {"name": names, "number": 0.5, "all": 0.6}, "pointer_all": 0.75,
+        "p_gen": None if p_gen is None else {"copied": p_gen[0], "other": p_gen[1]},
+    }
+
+
+def test_lesson_10_runs_have_tables_of_their_own():
+    """Each task's own figures, mean ± sample sd over the seeds present (the value alone for one seed); a
+    figure no seed records (p_gen of a model without copying) is an en dash; other tasks are left out."""
+    runs = {
+        "pointer_gen": _copy_result("pointer_gen", "fr", 0, 80.0, 0.9),
+        "pointer_gen_seed1": _copy_result("pointer_gen_seed1", "fr", 1, 84.0, 0.8),
+        "pointer_gen_seed1_ko": _copy_result("pointer_gen_seed1_ko", "ko", 1, 50.0, 0.7),
+        "pointer_nocopy": _copy_result("pointer_nocopy", "fr", 0, 70.0, 0.0, p_gen=None),
+        "parse_bahdanau": {"task": "parsing", "f1": 0.9, "by_bucket": {"31-40": {"f1": 0.8}}, "train_steps": 1000},
+        "parse_bahdanau_seed2": {"task": "parsing", "f1": 0.7, "by_bucket": {"31-40": {"f1": 0.6}}, "train_steps": 1000},
+        "pointer_sort": {"task": "sorting", "exact_order_2x": 1.0, "test_length_2x": 20, "train_steps": 1000},
+        "captioner": {"task": "caption", "bleu": 1.0},
+    }
+    copy, parsing, sorting = task_tables(runs).split("\n\n**")
+    assert copy.splitlines()[2] == (
+        "| run | pair | seeds | BLEU | copy names | copy numbers | pointer | p_gen (copied) | p_gen (other) | steps |"
+    )
+    assert copy.splitlines()[4:] == [
+        "| `pointer_gen` | fr | 0, 1 | 82.0 ± 2.8 | 0.850 ± 0.071 | 0.500 ± 0.000 | 0.750 ± 0.000 | 0.100 ± 0.000 "
+        "| 0.900 ± 0.000 | 1,000 |",
+        "| `pointer_nocopy` | fr | 0 | 70.0 | 0.000 | 0.500 | 0.750 | – | – | 1,000 |",
+        "| `pointer_gen_ko` | ko | 1 | 50.0 | 0.700 | 0.500 | 0.750 | 0.100 | 0.900 | 1,000 |",
+    ]
+    assert parsing.startswith("Lesson 10, parsing") and parsing.splitlines()[-1] == (
+        "| `parse_bahdanau` | 0, 2 | 0.800 ± 0.141 | 0.700 ± 0.141 | 1,000 |"
+    )
+    assert sorting.splitlines()[-1] == "| `pointer_sort` | 0 | 1.000 | 20 | 1,000 |"
+    assert "captioner" not in task_tables(runs) and task_tables({}) == ""
+
+
+def test_a_lesson_10_table_refuses_seeds_that_disagree():
+    """A figure recorded by some seeds of a run and missing in others is an error that names the run, the
+    figure and the seeds (an average over a subset would pass for the run's); so is a file name that is not
+    the course's seed convention, or a seed field that contradicts the name."""
+    one = _copy_result("pointer_gen", "fr", 0, 80.0, 0.9)
+    two = _copy_result("pointer_gen_seed1", "fr", 1, 84.0, 0.8)
+    del two["copy_accuracy"]["number"]
+    with pytest.raises(ValueError, match=r"copy run 'pointer_gen' \(fr\): 'copy_accuracy.number' is missing in "
+                       r"seed\(s\) \[1\] but recorded in the others"):
+        task_tables({"pointer_gen": one, "pointer_gen_seed1": two})
+    old_name = _copy_result("pointer_gen_ko_seed1", "ko", 1, 50.0, 0.7)
+    with pytest.raises(ValueError, match=r"'pointer_gen_ko_seed1': the name must be seed_result_name.*'pointer_gen_ko_seed1_ko'"):
+        task_tables({"pointer_gen_ko_seed1": old_name})
+    with pytest.raises(ValueError, match="its seed field is 0, its name says seed 1"):
+        task_tables({"pointer_gen_seed1": {**two, "seed": 0}})

@@ -23,8 +23,16 @@ x 100 sentences; the constants and their derivation are in the script):
   between settings) are listed as ``near_ties`` and left out of the translation digest, BLEU and
   exact match; their reference log-probabilities are still checked.
 
+Lesson 10's trained models (copy models, parsers, sorting models) are checked the same way on sets of
+their own task's test items (the script's ``SETS``): 40 copy pairs per language pair, 40 parse sentences,
+80 sorting lists; each family through its own scoring function (``FIX.score`` picks it: the copy models
+over each sentence's extended vocabulary, the pointer networks on their pointers), float64, the same bound
+and near-tie margin. Their largest |difference| between dispatch settings is 5.0e-14; scaling a weight
+tensor by 0.999 moves some log-probability by >= 9.5e-6 (but for two biases a softmax ignores).
+
 ``test_a_changed_model_fails_the_comparison`` and ``test_changed_translations_fail_the_comparison``
-run the comparison of the main test on perturbed models and require it to fail.
+run the comparison of the main test on perturbed models (translation models and each of lesson 10's
+scoring functions) and require it to fail.
 """
 
 import importlib.util
@@ -36,7 +44,10 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = json.loads((ROOT / "tests" / "fixtures" / "shipped_models.json").read_text(encoding="utf-8"))
-REGENERATE = "if the model was retrained on purpose, run `python scripts/make_shipped_fixture.py`"
+REGENERATE = (
+    "if the model was retrained on purpose (or a checkpoint was added), run "
+    "`python scripts/make_shipped_fixture.py --update` (it scores only new and retrained checkpoints)"
+)
 
 
 def _script():
@@ -53,20 +64,23 @@ SENTENCES = {
 
 
 def test_the_fixture_covers_every_shipped_checkpoint():
-    shipped = FIX.translation_checkpoints()
+    shipped = FIX.fixture_checkpoints()
     assert shipped == sorted(FIXTURE["models"]), REGENERATE
+    assert {FIX.entry_set(m) for m in FIXTURE["models"].values()} == set(SENTENCES)
 
 
-@pytest.mark.parametrize("pair", sorted(SENTENCES))
-def test_the_fixture_sentences_are_the_default_test_split(pair):
-    assert FIXTURE["split"]["ids"] == FIX.sentence_ids() and len(SENTENCES[pair]) == 100
-    assert FIX.default_test_sentences(pair) == SENTENCES[pair], f"the default test split of {pair!r} changed"
+@pytest.mark.parametrize("name", sorted(SENTENCES))
+def test_the_fixture_sentences_are_the_default_test_split(name):
+    """The fixture's sentences of each set (a language pair's, or one of lesson 10's) are still in today's data."""
+    ids = FIXTURE["split"]["ids"] if name in ("fr", "ko") else FIXTURE["sets"][name]["ids"]
+    assert ids == (FIX.sentence_ids() if name in ("fr", "ko") else FIX.SETS[name][1]) and len(SENTENCES[name]) == len(ids)
+    assert FIX.default_test_sentences(name) == SENTENCES[name], f"the default test data of {name!r} changed"
 
 
 def _problems(name: str, model, meta) -> list[str]:
     """What ``model`` does differently from shipped model ``name``'s fixture entry (the one comparison)."""
     want = FIXTURE["models"][name]
-    got = FIX.score(model, meta, SENTENCES[want["pair"]], near_ties=want["near_ties"])
+    got = FIX.score(model, meta, SENTENCES[FIX.entry_set(want)], near_ties=want["near_ties"])
     return FIX.compare(got, want)
 
 
@@ -75,7 +89,7 @@ def _problems(name: str, model, meta) -> list[str]:
 def test_shipped_model_reproduces_its_fixture(name):
     torch.set_num_threads(1)
     want = FIXTURE["models"][name]
-    assert FIX.checkpoint_pair(name) == want["pair"]
+    assert FIX.checkpoint_set(name) == FIX.entry_set(want)
     assert FIX.file_digest(FIX.CHECKPOINTS / f"{name}.safetensors") == want["weights_sha256"], (
         f"{name}.safetensors is not the file the fixture was made from; {REGENERATE}"
     )
@@ -91,22 +105,30 @@ def _perturbed(name: str, index: int, factor: float):
     return model, meta
 
 
-# One RNN and one Transformer; their first, middle and last weight tensor.
+# One RNN and one Transformer, and one model of each of lesson 10's scoring functions (the pointer-generator
+# and the convolutional copy network: score_copy; the pointer network: score_pointer); their first, middle
+# and last weight tensor.
 @pytest.mark.numeric
-@pytest.mark.parametrize("name", ["luong_general", "transformer"])
+@pytest.mark.parametrize("name", ["luong_general", "transformer", "pointer_gen", "conv_copy", "pointer_sort"])
 @pytest.mark.parametrize("where", ["first", "middle", "last"])
 def test_a_changed_model_fails_the_comparison(name, where):
-    """Scaling one weight tensor by 0.999 is a change the main test must see: the comparison fails."""
+    """Scaling one weight tensor by 0.999 is a change the main test must see: its comparison of the reference
+    log-probabilities (``FIX.compare_logprobs``, the first half of ``FIX.compare``) fails. The greedy outputs,
+    which such a change need not alter, are not decoded (that half: the next test)."""
     torch.set_num_threads(1)
     n = len(list(FIX.load_model(name)[0].parameters()))
     index = {"first": 0, "middle": n // 2, "last": n - 1}[where]
-    problems = _problems(name, *_perturbed(name, index, 0.999))
+    model, meta = _perturbed(name, index, 0.999)
+    want = FIXTURE["models"][name]
+    got = FIX.score(model, meta, SENTENCES[FIX.entry_set(want)], outputs=False)
+    problems = FIX.compare_logprobs(got, want)
     assert any("reference log-probability" in p for p in problems), problems
 
 
 @pytest.mark.numeric
-def test_changed_translations_fail_the_comparison():
+@pytest.mark.parametrize("name", ["transformer", "pointer_gen"])
+def test_changed_translations_fail_the_comparison(name):
     """A change that alters greedy translations fails on the digest/BLEU, not only on the log-probabilities."""
     torch.set_num_threads(1)
-    problems = _problems("transformer", *_perturbed("transformer", 0, 0.95))  # the source embeddings
+    problems = _problems(name, *_perturbed(name, 0, 0.95))  # the source embeddings
     assert any("greedy translations changed" in p for p in problems), problems

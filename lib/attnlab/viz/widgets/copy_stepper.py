@@ -13,18 +13,16 @@ S  source length (incl. ``<eos>``)
 
 from __future__ import annotations
 
-import html
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from attnlab.core.checks import check_int
 from attnlab.data.vocab import Vocab
 from attnlab.models.copying import CopyModel, decode_extended, encode_copy_pair, greedy_copy
-from attnlab.viz.widgets._live import figure_png, new_figure, picture
+from attnlab.viz.widgets._live import figure_png, new_figure
+from attnlab.viz.widgets._stepper import SentenceStepper, stepper_box
 
 __all__ = ["CopyStep", "copy_steps", "copy_view", "copy_png", "CopyStepperState", "copy_stepper"]
 
@@ -117,8 +115,11 @@ def copy_png(src_labels: Sequence[str], copy: np.ndarray, p_gen: float) -> bytes
     return figure_png(fig)
 
 
-class CopyStepperState:
+class CopyStepperState(SentenceStepper):
     """The copy stepper without widgets: the sentences offered, the one chosen, the step shown.
+
+    The navigation (``options``, ``recorded``, ``last_step``, ``select``, ``move``, ``view``) is
+    :class:`~attnlab.viz.widgets._stepper.SentenceStepper`'s, as in the decoding stepper.
 
     Args:
         model: a copy model (``config.copy=True``).
@@ -128,91 +129,27 @@ class CopyStepperState:
 
     def __init__(self, model: CopyModel, pairs, src_vocab: Vocab, tgt_vocab: Vocab, *, max_len: int = 80):
         self.model, self.src_vocab, self.tgt_vocab, self.max_len = model, src_vocab, tgt_vocab, max_len
-        self.sources = list(dict.fromkeys(tuple(p.src) for p in pairs))
-        if not self.sources:
-            raise ValueError("pairs is empty: give at least one sentence to step through")
-        self._cache: dict[int, tuple[list[str], list[CopyStep]]] = {}
-        self.sentence, self.step = 0, 0
+        super().__init__(pairs)
 
-    def options(self) -> list[tuple[str, int]]:
-        """``(label, index)`` per sentence for a dropdown."""
-        return [(" ".join(src), i) for i, src in enumerate(self.sources)]
+    def record(self, src_tokens: list[str]) -> tuple[list[str], list[CopyStep]]:
+        """:func:`copy_steps` of one sentence (no gradients)."""
+        with torch.no_grad():
+            return copy_steps(self.model, src_tokens, self.src_vocab, self.tgt_vocab, max_len=self.max_len)
 
-    def recorded(self, sentence: int | None = None) -> tuple[list[str], list[CopyStep]]:
-        """``(source labels, steps)`` of a sentence (default: the chosen one), decoded once."""
-        i = self.sentence if sentence is None else sentence
-        if i not in self._cache:
-            with torch.no_grad():
-                self._cache[i] = copy_steps(
-                    self.model, list(self.sources[i]), self.src_vocab, self.tgt_vocab, max_len=self.max_len
-                )
-        return self._cache[i]
+    def step_view(self, labels: list[str], steps: list[CopyStep], i: int) -> dict:
+        """:func:`copy_view`."""
+        return copy_view(labels, steps, i)
 
-    @property
-    def last_step(self) -> int:
-        """Index of the chosen sentence's last step (the slider's maximum)."""
-        return len(self.recorded()[1]) - 1
 
-    def select(self, sentence: int) -> dict:
-        """Choose a sentence; the step goes back to 0."""
-        check_int("sentence", sentence, minimum=0)
-        if sentence >= len(self.sources):
-            raise IndexError(f"sentence {sentence} out of range: 0..{len(self.sources) - 1}")
-        self.sentence, self.step = sentence, 0
-        return self.view()
-
-    def move(self, step: int) -> dict:
-        """Show another step of the chosen sentence."""
-        check_int("step", step, minimum=0)
-        if step > self.last_step:
-            raise IndexError(f"step {step} out of range: 0..{self.last_step}")
-        self.step = step
-        return self.view()
-
-    def view(self) -> dict:
-        """:func:`copy_view` of the current sentence and step, plus its ``labels``."""
-        labels, steps = self.recorded()
-        return {**copy_view(labels, steps, self.step), "labels": labels}
+def _copy_picture(view: dict) -> bytes:
+    """The chart of a view: :func:`copy_png` of its copy distribution and ``p_gen``."""
+    return copy_png(view["labels"], view["copy"], view["p_gen"])
 
 
 def copy_stepper(model: CopyModel, pairs, src_vocab: Vocab, tgt_vocab: Vocab):
     """An ipywidgets UI: choose a sentence, slide through its output words (``p_gen`` and the copy distribution).
 
     Returns:
-        ``VBox([dropdown, slider, text, picture])``.
+        ``VBox([dropdown, slider, text, picture])`` (:func:`~attnlab.viz.widgets._stepper.stepper_box`).
     """
-    import ipywidgets as W
-
-    state = CopyStepperState(model, pairs, src_vocab, tgt_vocab)
-    wide = W.Layout(width="98%")
-    choose = W.Dropdown(
-        options=state.options(), description="sentence", layout=wide, style={"description_width": "initial"}
-    )
-    slider = W.IntSlider(min=0, max=state.last_step, value=0, description="step", continuous_update=True)
-    text = W.HTML()
-    chart = picture()
-    lock = threading.RLock()
-
-    def draw(view: dict) -> None:
-        text.value = f"<pre>{html.escape(view['text'])}</pre>"
-        chart.value = copy_png(view["labels"], view["copy"], view["p_gen"])
-
-    def on_step(change) -> None:
-        with lock:
-            draw(state.move(change["new"]))
-
-    def on_sentence(change) -> None:
-        with lock:
-            view = state.select(change["new"])
-            slider.unobserve(on_step, names="value")
-            try:
-                slider.value = 0
-                slider.max = state.last_step
-            finally:
-                slider.observe(on_step, names="value")
-            draw(view)
-
-    choose.observe(on_sentence, names="value")
-    slider.observe(on_step, names="value")
-    draw(state.view())
-    return W.VBox([choose, slider, text, chart])
+    return stepper_box(CopyStepperState(model, pairs, src_vocab, tgt_vocab), _copy_picture)

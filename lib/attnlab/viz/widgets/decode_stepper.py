@@ -21,18 +21,17 @@ k  number of candidates shown
 
 from __future__ import annotations
 
-import html
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from attnlab.core.checks import check_int, check_positive_int
+from attnlab.core.checks import check_positive_int
 from attnlab.data.vocab import Vocab
 from attnlab.models.decoding import beam_steps
-from attnlab.viz.widgets._live import figure_png, new_figure, picture
+from attnlab.viz.widgets._live import figure_png, new_figure
+from attnlab.viz.widgets._stepper import SentenceStepper, stepper_box
 
 __all__ = ["Step", "decode_steps", "step_view", "attention_png", "StepperState", "stepper"]
 
@@ -130,10 +129,12 @@ def attention_png(src_labels: Sequence[str], attention: np.ndarray) -> bytes:
     return figure_png(fig)
 
 
-class StepperState:
+class StepperState(SentenceStepper):
     """The decoding stepper without widgets: the sentences offered, the one chosen, the step shown.
 
     Each sentence is decoded once, when first chosen. Sentences with the same source appear once.
+    The navigation (``options``, ``recorded``, ``last_step``, ``select``, ``move``, ``view``) is
+    :class:`~attnlab.viz.widgets._stepper.SentenceStepper`'s.
 
     Args:
         model: a model implementing the decoding protocol.
@@ -144,102 +145,29 @@ class StepperState:
 
     def __init__(self, model, pairs, src_vocab: Vocab, tgt_vocab: Vocab, *, k: int = 5, max_len: int = 80):
         self.model, self.src_vocab, self.tgt_vocab, self.k, self.max_len = model, src_vocab, tgt_vocab, k, max_len
-        seen, self.sources = set(), []
-        for p in pairs:
-            src = tuple(p.src)
-            if src not in seen:
-                seen.add(src)
-                self.sources.append(src)
-        if not self.sources:
-            raise ValueError("pairs is empty: give at least one sentence to step through")
-        self._cache: dict[int, tuple[list[str], list[Step]]] = {}
-        self.sentence, self.step = 0, 0
+        super().__init__(pairs)
 
-    def options(self) -> list[tuple[str, int]]:
-        """``(label, index)`` per sentence for a dropdown: the whole source sentence."""
-        return [(" ".join(src), i) for i, src in enumerate(self.sources)]
+    def record(self, src_tokens: list[str]) -> tuple[list[str], list[Step]]:
+        """:func:`decode_steps` of one sentence."""
+        return decode_steps(self.model, src_tokens, self.src_vocab, self.tgt_vocab, k=self.k, max_len=self.max_len)
 
-    def recorded(self, sentence: int | None = None) -> tuple[list[str], list[Step]]:
-        """``(source labels, steps)`` of a sentence (default: the chosen one), decoded once."""
-        i = self.sentence if sentence is None else sentence
-        if i not in self._cache:
-            self._cache[i] = decode_steps(
-                self.model, list(self.sources[i]), self.src_vocab, self.tgt_vocab, k=self.k, max_len=self.max_len
-            )
-        return self._cache[i]
+    def step_view(self, labels: list[str], steps: list[Step], i: int) -> dict:
+        """:func:`step_view`."""
+        return step_view(labels, steps, i)
 
-    @property
-    def last_step(self) -> int:
-        """Index of the chosen sentence's last step (the slider's maximum)."""
-        return len(self.recorded()[1]) - 1
 
-    def select(self, sentence: int) -> dict:
-        """Choose a sentence; the step goes back to 0. Returns the view to show."""
-        check_int("sentence", sentence, minimum=0)
-        if sentence >= len(self.sources):
-            raise IndexError(f"sentence {sentence} out of range: 0..{len(self.sources) - 1}")
-        self.sentence, self.step = sentence, 0
-        return self.view()
-
-    def move(self, step: int) -> dict:
-        """Show another step of the chosen sentence. Returns the view to show."""
-        check_int("step", step, minimum=0)
-        if step > self.last_step:
-            raise IndexError(f"step {step} out of range: 0..{self.last_step}")
-        self.step = step
-        return self.view()
-
-    def view(self) -> dict:
-        """:func:`step_view` of the current sentence and step, plus its ``labels``."""
-        labels, steps = self.recorded()
-        return {**step_view(labels, steps, self.step), "labels": labels}
+def _attention_picture(view: dict) -> bytes | None:
+    """The chart of a view: :func:`attention_png` of its attention (None for a model without attention)."""
+    return None if view["attention"] is None else attention_png(view["labels"], view["attention"])
 
 
 def stepper(model, pairs, src_vocab: Vocab, tgt_vocab: Vocab):
     """An ipywidgets UI: choose a sentence, then slide through its decoding steps.
 
     Each change of a control draws once: choosing a sentence resets the slider with its observer
-    detached, then draws the new sentence's first step.
+    detached, then draws the new sentence's first step (:func:`~attnlab.viz.widgets._stepper.stepper_box`).
 
     Returns:
         ``VBox([dropdown, slider, text, picture])``.
     """
-    import ipywidgets as W
-
-    state = StepperState(model, pairs, src_vocab, tgt_vocab)
-    wide = W.Layout(width="98%")
-    choose = W.Dropdown(
-        options=state.options(), description="sentence", layout=wide, style={"description_width": "initial"}
-    )
-    slider = W.IntSlider(min=0, max=state.last_step, value=0, description="step", continuous_update=True)
-    text = W.HTML()
-    chart = picture()
-    lock = threading.RLock()  # one change at a time, whichever thread the kernel delivers it on
-
-    def draw(view: dict) -> None:
-        text.value = f"<pre>{html.escape(view['text'])}</pre>"
-        if view["attention"] is None:
-            chart.layout.display = "none"
-        else:
-            chart.value = attention_png(view["labels"], view["attention"])
-            chart.layout.display = None
-
-    def on_step(change) -> None:
-        with lock:
-            draw(state.move(change["new"]))
-
-    def on_sentence(change) -> None:
-        with lock:
-            view = state.select(change["new"])
-            slider.unobserve(on_step, names="value")
-            try:
-                slider.value = 0  # first, so that lowering max never moves the value
-                slider.max = state.last_step
-            finally:
-                slider.observe(on_step, names="value")
-            draw(view)
-
-    choose.observe(on_sentence, names="value")
-    slider.observe(on_step, names="value")
-    draw(state.view())
-    return W.VBox([choose, slider, text, chart])
+    return stepper_box(StepperState(model, pairs, src_vocab, tgt_vocab), _attention_picture)
