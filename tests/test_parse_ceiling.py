@@ -5,6 +5,7 @@ Each property is also run on a planted bug and must fail there.
 
 from __future__ import annotations
 
+import math
 import random
 from collections import defaultdict
 
@@ -15,6 +16,7 @@ from attnlab.data.corpus import english, french
 from attnlab.data.corpus import grammar as g
 from attnlab.data.corpus.english import _ADJ, _DET, _NOUN
 from attnlab.data.parsing import bracket_f1, linearise, make_parse_test_split
+from attnlab.viz import pointers as ppics
 
 
 def _realised(s):
@@ -211,3 +213,36 @@ def test_test_sentences_are_the_parse_test_split():
     got = pa.parse_test_sentences(per_bucket=15)
     assert [p for p, _ in got] == make_parse_test_split(per_bucket=15)
     assert all(linearise(s) == p.tgt for p, s in got)
+
+
+@pytest.mark.numeric
+def test_the_fitted_loglinear_model_raises_the_conditional_likelihood():
+    fitted = pa.estimate_attachment_model(60, seed=6, fit=True, buckets=((11, 20),))
+    assert fitted.weights
+    rng = random.Random("attnlab.parse_ambiguity/6")  # the very sentences the fit saw
+    sample = [_realised(g.build(rng, 11, 20, french.RESTRICTIONS)) for _ in range(60)]
+
+    def loglik(model):
+        total = 0.0
+        for s in sample:
+            rs = pa.readings(s)
+            total += math.log(pa.reading_probabilities(rs, model, "11-20")[0])
+        return total
+
+    product = pa.AttachmentModel(counts=fitted.counts, sentences=fitted.sentences)
+    assert loglik(fitted) >= loglik(product) - 1e-9
+    assert all(sum(pa.reading_probabilities(pa.readings(s), fitted, "11-20")) == pytest.approx(1) for s in sample)
+
+
+def test_the_lesson_verdict_never_weakens_the_target():
+    summary = {
+        "by_bucket": {"31-40": {"ceiling": 0.93, "bayes_parser_f1": 0.92, "ambiguous_share": 0.66}},
+        "runs": {f"r{k}": {"31-40": {"f1": 0.87 + k / 100, "f1_blind": 0.95}} for k in range(3)},
+    }
+    row = ppics.ceiling_rows(summary)["31-40"]
+    assert row["f1"] == pytest.approx(0.88) and row["f1_sd"] == pytest.approx(0.01) and row["n"] == 3
+    text = ppics.target_verdict(row, 0.95)
+    assert "NOT met on standard F1 (0.880)" in text and "above the estimated ceiling 0.930" in text
+    assert "explains 29%" in text  # (0.95 - 0.93) / (0.95 - 0.88)
+    assert "below the estimated ceiling" in ppics.target_verdict({**row, "ceiling": 0.97}, 0.95)
+    assert ppics.target_verdict({**row, "f1": 0.96, "ceiling": 0.97}, 0.95).startswith("target F1 >= 0.95: met on")

@@ -36,10 +36,14 @@ trees) is what one concrete parser that sees only the words gets, a lower bound 
 
 from __future__ import annotations
 
+import math
 import random
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+import numpy
+from scipy.optimize import minimize
 
 from attnlab.core.checks import check_int
 from attnlab.data.corpus import english, french
@@ -343,12 +347,16 @@ class AttachmentModel:
             :func:`sentence_context` (used when ``context`` is True).
         sentences: per bucket, the number of generated sentences counted.
         context: condition on the sentence's numbers of noun phrases and clauses as well.
+        weights: when fitted (``estimate_attachment_model(fit=True)``), a log-linear model:
+            P(reading | words) proportional to exp(sum of the weights of its PPs' (configuration,
+            host) features); features never seen fall back to the log of :meth:`prob`.
     """
 
     counts: dict = field(default_factory=lambda: defaultdict(Counter))
     fine: dict = field(default_factory=lambda: defaultdict(Counter))
     sentences: Counter = field(default_factory=Counter)
     context: bool = False
+    weights: dict = field(default_factory=dict)
 
     def prob(self, bucket: str, kinds: tuple, of: bool, idx: int, ctx: tuple | None = None) -> float:
         """P(host ``idx`` | configuration): add-one smoothed (never seen: uniform); with ``context``,
@@ -378,7 +386,7 @@ def sentence_context(s: g.Sentence) -> tuple[int, int]:
 
 
 def estimate_attachment_model(
-    n_per_bucket: int = 20_000, *, seed: int = 1, buckets=BUCKETS, context: bool = False
+    n_per_bucket: int = 20_000, *, seed: int = 1, buckets=BUCKETS, context: bool = False, fit: bool = False
 ) -> AttachmentModel:
     """Count every PP's host given its configuration in ``n_per_bucket`` generated sentences per bucket.
 
@@ -386,21 +394,70 @@ def estimate_attachment_model(
     with French's restrictions, a length uniform in the bucket's range) from
     ``random.Random(f"attnlab.parse_ambiguity/{seed}")`` -- a stream of its own, not the test split's.
     ``context``: the model conditions on :func:`sentence_context` too (see :class:`AttachmentModel`).
+    ``fit``: also fit :attr:`AttachmentModel.weights`, a log-linear model of P(reading | words) with
+    the same features, by maximum conditional likelihood of the gold reading among the readings of
+    each ambiguous sample sentence (calibrated where the product of frequencies is not: PPs interact).
     """
     check_int("n_per_bucket", n_per_bucket, minimum=1)
     model = AttachmentModel(context=context)
     rng = random.Random(f"attnlab.parse_ambiguity/{seed}")
+    data: list[list[list[tuple]]] = []  # per ambiguous sentence, per reading: its features
     for lo, hi in buckets:
         name = bucket_name(lo)
         for _ in range(n_per_bucket):
             s = g.build(rng, lo, hi, french.RESTRICTIONS)
             english.realise(s)
+            rs = readings(s)
             ctx = sentence_context(s)
-            for (kinds, of), idx in attachment_configurations(s):
+            for kinds, idx, of in rs[0].kinds:
                 model.counts[(name, kinds, of)][idx] += 1
                 model.fine[(name, ctx, kinds, of)][idx] += 1
             model.sentences[name] += 1
+            if fit and len(rs) > 1:
+                data.append([_features(r, name, ctx if context else None) for r in rs])
+    if fit:
+        model.weights = _fit_loglinear(data, model)
     return model
+
+
+def _features(r: Reading, bucket: str, ctx: tuple | None) -> list[tuple]:
+    return [(bucket, ctx, kinds, of, idx) for kinds, idx, of in r.kinds if len(kinds) > 1]
+
+
+def _fit_loglinear(data: list[list[list[tuple]]], model: AttachmentModel, l2: float = 1.0) -> dict:
+    """Weights maximising sum log P(gold reading | readings), P = softmax of summed weights, started at
+    (and shrunk toward, ``l2``) the log of the product-of-frequencies model."""
+    keys = sorted({f for sent in data for r in sent for f in r}, key=repr)
+    index = {k: i for i, k in enumerate(keys)}
+    theta0 = numpy.array([numpy.log(model.prob(b, kinds, of, idx, ctx)) for b, ctx, kinds, of, idx in keys])
+    rows, cols, seg = [], [], []
+    n_rows = 0
+    for j, sent in enumerate(data):
+        for r in sent:
+            for f in r:
+                rows.append(n_rows)
+                cols.append(index[f])
+            seg.append(j)
+            n_rows += 1
+    X = numpy.zeros((n_rows, len(keys)))
+    numpy.add.at(X, (numpy.array(rows, dtype=int), numpy.array(cols, dtype=int)), 1.0)
+    seg_a = numpy.array(seg)
+    starts = numpy.flatnonzero(numpy.r_[True, seg_a[1:] != seg_a[:-1]])  # each sentence's gold row (its first)
+
+    def loss(theta):
+        z = X @ theta
+        m = numpy.maximum.reduceat(z, starts)
+        e = numpy.exp(z - numpy.repeat(m, numpy.diff(numpy.r_[starts, n_rows])))
+        tot = numpy.add.reduceat(e, starts)
+        lse = m + numpy.log(tot)
+        p = e / numpy.repeat(tot, numpy.diff(numpy.r_[starts, n_rows]))
+        d = theta - theta0
+        val = -(z[starts].sum() - lse.sum()) + l2 * d @ d
+        grad = -(X[starts].sum(0) - p @ X) + 2 * l2 * d
+        return val, grad
+
+    res = minimize(loss, theta0, jac=True, method="L-BFGS-B")
+    return {k: float(w) for k, w in zip(keys, res.x, strict=True)}
 
 
 def _matched(a: tuple[str, ...], b: tuple[str, ...]) -> int:
@@ -410,18 +467,24 @@ def _matched(a: tuple[str, ...], b: tuple[str, ...]) -> int:
 def reading_probabilities(
     rs: Sequence[Reading], model: AttachmentModel, bucket: str, ctx: tuple | None = None
 ) -> list[float]:
-    """P(reading | words) under ``model``: proportional to the product of its PPs' host probabilities.
+    """P(reading | words) under ``model``: proportional to the product of its PPs' host probabilities
+    (or, for a fitted model, to exp of the sum of its features' weights).
 
     ``ctx``: the sentence's :func:`sentence_context` (for a model with ``context``)."""
-    w = []
+    c = ctx if model.context else None
+    logw = []
     for r in rs:
-        p = 1.0
+        total = 0.0
         for kinds, idx, of in r.kinds:
             if len(kinds) > 1:
-                p *= model.prob(bucket, kinds, of, idx, ctx)
-        w.append(p)
-    total = sum(w)
-    return [x / total for x in w]
+                key = (bucket, c, kinds, of, idx)
+                w = model.weights.get(key) if model.weights else None
+                total += w if w is not None else math.log(model.prob(bucket, kinds, of, idx, ctx))
+        logw.append(total)
+    top = max(logw)
+    w = [math.exp(x - top) for x in logw]
+    z = sum(w)
+    return [x / z for x in w]
 
 
 def bayes_choice(rs: Sequence[Reading], probs: Sequence[float]) -> tuple[int, float]:

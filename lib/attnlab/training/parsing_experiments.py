@@ -249,13 +249,18 @@ def ceiling_summary(
         idx = [i for i, p in enumerate(pairs) if p.bucket == b]
         out["by_bucket"][b] = pamb.ceiling([pairs_trees[i][1] for i in idx], amodel).as_dict()
         log(f"  {b}: {out['by_bucket'][b]}")
-    log("attachment model with each sentence's numbers of noun phrases and clauses as context")
-    fine = pamb.estimate_attachment_model(n_model, seed=model_seed, context=True)
-    for b in BUCKET_NAMES:
-        idx = [i for i, p in enumerate(pairs) if p.bucket == b]
-        with_ctx = pamb.ceiling([pairs_trees[i][1] for i in idx], fine).as_dict()
-        out["by_bucket"][b]["ceiling_with_context"] = with_ctx["ceiling"]
-        out["by_bucket"][b]["bayes_parser_f1_with_context"] = with_ctx["bayes_parser_f1"]
+    variants = {
+        "with_context": dict(context=True),  # also given the sentence's numbers of noun phrases and clauses
+        "loglinear": dict(fit=True),  # a log-linear P(reading | words), fitted by conditional likelihood
+    }
+    for tag, kw in variants.items():
+        log(f"attachment model {tag}")
+        other = pamb.estimate_attachment_model(n_model, seed=model_seed, **kw)
+        for b in BUCKET_NAMES:
+            idx = [i for i, p in enumerate(pairs) if p.bucket == b]
+            c = pamb.ceiling([pairs_trees[i][1] for i in idx], other).as_dict()
+            out["by_bucket"][b][f"ceiling_{tag}"] = c["ceiling"]
+            out["by_bucket"][b][f"bayes_parser_f1_{tag}"] = c["bayes_parser_f1"]
     out["configurations"] = {b: [[list(k), of, n, c] for k, of, n, c in amodel.table(b)[:8]] for b in BUCKET_NAMES}
     out["model_sample"] = {"n_per_bucket": n_model, "seed": model_seed}
     longest = max(len(p.tgt) for p in pairs)
@@ -279,7 +284,8 @@ def ceiling_summary(
         "with the same words) with the most expected matched spans, P(reading | words) taken proportional to "
         "the product over its PPs of P(host | kinds of the possible hosts, preposition is 'of', length bucket) "
         "counted on generated sentences (*_with_context: also given the sentence's numbers of noun phrases and "
-        "clauses); bayes_parser_f1: that parser scored against the gold trees; "
+        "clauses; *_loglinear: P(reading | words) log-linear in the same features, fitted by conditional "
+        "likelihood); bayes_parser_f1: that parser scored against the gold trees; "
         "f1_blind: each prediction scored against its best-matching reading"
     )
     return out
