@@ -15,7 +15,7 @@ from attnlab.data import parse_ambiguity as pa
 from attnlab.data.corpus import english, french
 from attnlab.data.corpus import grammar as g
 from attnlab.data.corpus.english import _ADJ, _DET, _NOUN
-from attnlab.data.parsing import bracket_f1, linearise, make_parse_test_split
+from attnlab.data.parsing import Span, bracket_f1, bracket_spans, linearise, make_parse_test_split, spans_to_tokens
 from attnlab.viz import pointers as ppics
 
 
@@ -236,7 +236,7 @@ def test_the_fitted_loglinear_model_raises_the_conditional_likelihood():
 
 def test_the_lesson_verdict_never_weakens_the_target():
     summary = {
-        "by_bucket": {"31-40": {"ceiling": 0.93, "bayes_parser_f1": 0.92, "ambiguous_share": 0.66}},
+        "by_bucket": {"31-40": {"ceiling_best": 0.93, "best_parser_f1": 0.92, "ambiguous_share": 0.66}},
         "runs": {f"r{k}": {"31-40": {"f1": 0.87 + k / 100, "f1_blind": 0.95}} for k in range(3)},
     }
     row = ppics.ceiling_rows(summary)["31-40"]
@@ -246,3 +246,22 @@ def test_the_lesson_verdict_never_weakens_the_target():
     assert "explains 29%" in text  # (0.95 - 0.93) / (0.95 - 0.88)
     assert "below the estimated ceiling" in ppics.target_verdict({**row, "ceiling": 0.97}, 0.95)
     assert ppics.target_verdict({**row, "f1": 0.96, "ceiling": 0.97}, 0.95).startswith("target F1 >= 0.95: met on")
+
+
+@pytest.mark.numeric
+def test_majority_brackets_never_cross_and_score_at_most_one():
+    amb = [s for s in SHORT if len(pa.readings(s)) > 2][:15]
+    assert amb
+    for s in amb:
+        rs = pa.readings(s)
+        probs = pa.reading_probabilities(rs, MODEL, "11-20")
+        spans = [Span(a, b, lab) for lab, a, b in pa.majority_brackets(rs, probs)]
+        spans_to_tokens(spans, s.i_end + 1)  # raises on crossing spans
+    sc = pa.ceiling(amb, MODEL)
+    assert 0.5 < sc.majority_ceiling <= 1 and 0.5 < sc.majority_realised_f1 <= 1
+    # planted bug: every span of every reading (threshold 0) -- crossing brackets that no tree can write
+    with pytest.raises(ValueError, match="cross"):
+        for s in amb:
+            rs = pa.readings(s)
+            spans = {sp for r in rs for sp in bracket_spans(r.tree)[0]}
+            spans_to_tokens([Span(a, b, lab) for lab, a, b in spans], s.i_end + 1)
