@@ -94,6 +94,12 @@ def test_unambiguous_sentence_has_one_reading_and_the_lesson_example_two():
     english.realise(on_verb)
     assert {r.tree for r in pa.readings(ex)} == {linearise(ex), linearise(on_verb)}
     assert [kinds for kinds, _, _ in pa.readings(ex)[0].kinds] == [("np", "main")]
+    original = pa._Tree.candidates
+    pa._Tree.candidates = lambda self, j: [k for k in original(self, j) if self.kind[k] != "main"]  # planted bug
+    try:
+        assert len(pa.readings(ex)) == 1
+    finally:
+        pa._Tree.candidates = original
 
 
 def test_of_never_goes_on_a_clause():
@@ -207,6 +213,19 @@ def test_blind_f1_is_at_least_the_standard_f1():
     assert pa.blind_f1(shifted, trees)["f1"] >= round(bracket_f1(shifted, golds).f1, 4)
     with pytest.raises(ValueError, match="as many"):
         pa.blind_f1(other[:3], trees)
+
+    def worst_reading_f1(predicted, trees):  # planted bug: min instead of max over the readings
+        m = sum(
+            min(sum((bracket_spans(h)[0] & bracket_spans(r)[0]).values()) for r in rs)
+            for h, rs in zip(predicted, trees, strict=True)
+        )
+        n = sum(
+            sum(bracket_spans(h)[0].values()) + sum(bracket_spans(rs[0])[0].values())
+            for h, rs in zip(predicted, trees, strict=True)
+        )
+        return 2 * m / n
+
+    assert worst_reading_f1(other, trees) < 1.0
 
 
 def test_test_sentences_are_the_parse_test_split():
