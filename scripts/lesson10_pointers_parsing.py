@@ -1,11 +1,16 @@
 """Train and ship lesson 10's pointer networks and parsers (sections 5 and 6).
 
     python scripts/lesson10_pointers_parsing.py [pointer|parse ...] [--seeds 0 1 2] [--steps N] [--no-ship] [--force]
+    python scripts/lesson10_pointers_parsing.py ceiling [--n-model N]
 
 * ``pointer``: the runs of :data:`attnlab.training.pointer_experiments.POINTER_RUNS` (the pointer network
   and the seq2seq baseline that emits values, on sorting);
 * ``parse``: the runs of :data:`attnlab.training.parsing_experiments.PARSE_RUNS` (English -> linearised
   tree, with and without attention).
+* ``ceiling`` (never by default): the best F1 a parser can reach on the test split, the grammar being
+  ambiguous, and the shipped ``parse_bahdanau`` seeds rescored attachment-blind
+  (:func:`attnlab.training.parsing_experiments.ceiling_summary`), written to
+  ``data/results/comparisons/lesson10_parse_ceiling.json``. Trains nothing.
 
 Each run with each seed writes ``data/checkpoints/<name>.safetensors|.json`` and ``data/results/<name>.json``
 (``--no-ship``: the learner's folder ``data/runs``). Resumable: a run whose shipped results file exists is
@@ -28,7 +33,21 @@ from attnlab.training import results  # noqa: E402
 GROUPS = {"pointer": ptx, "parse": px}
 
 
+def ceiling(argv: list[str], produced_by: str) -> int:
+    ap = argparse.ArgumentParser(prog="python scripts/lesson10_pointers_parsing.py ceiling")
+    ap.add_argument("--n-model", type=int, default=20_000, help="generated sentences per bucket for P(host)")
+    args = ap.parse_args(argv)
+    summary = px.ceiling_summary(n_model=args.n_model, log=lambda m: print(m, flush=True))
+    summary["produced_by"] = produced_by
+    print(results.write_comparison(px.CEILING_COMPARISON, summary))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    produced_by = "python " + " ".join(shlex.quote(a) for a in ["scripts/lesson10_pointers_parsing.py", *argv])
+    if argv[:1] == ["ceiling"]:
+        return ceiling(argv[1:], produced_by)
     ap = argparse.ArgumentParser(prog="python scripts/lesson10_pointers_parsing.py")
     ap.add_argument("groups", nargs="*", default=list(GROUPS), choices=list(GROUPS))
     ap.add_argument("--runs", nargs="*", default=None, help="only these runs of the groups")
@@ -38,7 +57,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--force", action="store_true", help="retrain runs whose results already exist")
     args = ap.parse_args(argv)
     ship = not args.no_ship
-    produced_by = "python " + " ".join(shlex.quote(a) for a in ["scripts/lesson10_pointers_parsing.py", *sys.argv[1:]])
     for group in args.groups:
         mod = GROUPS[group]
         runs = mod.PARSE_RUNS if group == "parse" else mod.POINTER_RUNS

@@ -7,8 +7,10 @@ or the lesson-01 model without attention (``parse_noattn``), each with its cpu/g
 :func:`attnlab.training.experiments.record_run` as every translation run. It scores greedy output
 with labelled bracketing F1 per length bucket (:func:`attnlab.data.parsing.bracket_f1`) and, for the
 attention model, where the attention of each gold closing bracket points (:func:`closing_offsets`).
-Files: ``<name>`` (seed 0) or ``<name>_seed<k>``; with ``ATTNLAB_USE_SHIPPED=1`` the shipped run of
-the seed is loaded instead of trained.
+:func:`ceiling_summary` estimates how far below F1 = 1 a perfect parser must stay on the test split
+(the grammar's PP attachments are ambiguous, :mod:`attnlab.data.parse_ambiguity`) and rescores the
+shipped attention runs attachment-blind. Files: ``<name>`` (seed 0) or ``<name>_seed<k>``; with
+``ATTNLAB_USE_SHIPPED=1`` the shipped run of the seed is loaded instead of trained.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import numpy as np
 
 from attnlab.core.checks import check_int, check_positive_int
 from attnlab.core.profiles import get_profile
+from attnlab.data import parse_ambiguity as pamb
 from attnlab.data.corpus import BUCKET_NAMES, Pair
 from attnlab.data.loaders import make_dataloaders
 from attnlab.data.parsing import PARSE_VERSION, bracket_f1, closing_brackets, make_parse_splits
@@ -39,6 +42,8 @@ __all__ = [
     "bucket_summary",
     "run",
     "load_trained",
+    "CEILING_COMPARISON",
+    "ceiling_summary",
 ]
 
 # run -> the translation preset it reuses (model and training settings unchanged)
@@ -204,3 +209,93 @@ def load_trained(name: str, *, prefer_live: bool = True, device="cpu"):
         prefer_live=prefer_live,
         device=device,
     )
+
+
+# data/results/comparisons/<this>.json, written by scripts/lesson10_pointers_parsing.py ceiling
+CEILING_COMPARISON = "lesson10_parse_ceiling"
+CEILING_TARGET = 0.95  # the issue's target F1 on 31-40 tokens
+
+
+def ceiling_summary(
+    name: str = "parse_bahdanau",
+    *,
+    seeds: Sequence[int] = PARSE_SEEDS,
+    n_model: int = 20_000,
+    model_seed: int = 1,
+    log=print,
+) -> dict:
+    """The F1 ceiling of the test split per length bucket and run ``name``'s shipped seeds rescored.
+
+    Args:
+        name: a run of :data:`PARSE_RUNS` (its shipped checkpoints are decoded greedily, as
+            :func:`evaluate_parser` does).
+        seeds: the seeds to rescore.
+        n_model: generated sentences per bucket for :func:`attnlab.data.parse_ambiguity.estimate_attachment_model`.
+        model_seed: that sample's seed (a stream of its own, not the test split's).
+        log: progress messages.
+
+    Returns:
+        ``{"by_bucket": {bucket: ceiling figures}, "runs": {file: {bucket: {"f1", "f1_blind", "f1_shipped"}}},
+        "configurations": ..., "assumes": ...}`` (what the comparison file holds).
+    """
+    check_positive_int("n_model", n_model)
+    pairs_trees = pamb.parse_test_sentences()
+    pairs = [p for p, _ in pairs_trees]
+    log(f"attachment model: {n_model} generated sentences per bucket")
+    amodel = pamb.estimate_attachment_model(n_model, seed=model_seed)
+    trees = [[r.tree for r in pamb.readings(s)] for _, s in pairs_trees]
+    out: dict = {"by_bucket": {}, "runs": {}, "target": CEILING_TARGET, "test_sentences": len(pairs)}
+    for b in BUCKET_NAMES:
+        idx = [i for i, p in enumerate(pairs) if p.bucket == b]
+        c = pamb.ceiling([pairs_trees[i][1] for i in idx], amodel).as_dict()
+        # the better of the two parsers (a tree of the grammar, or the majority brackets) by expected F1
+        tree = c["ceiling"] >= c["ceiling_majority_brackets"]
+        c["ceiling_best"] = c["ceiling"] if tree else c["ceiling_majority_brackets"]
+        c["best_parser_f1"] = c["bayes_parser_f1"] if tree else c["majority_brackets_f1"]
+        c["best_parser"] = "tree" if tree else "majority brackets"
+        out["by_bucket"][b] = c
+        log(f"  {b}: {out['by_bucket'][b]}")
+    variants = {
+        "with_context": dict(context=True),  # also given the sentence's numbers of noun phrases and clauses
+        "loglinear": dict(fit=True),  # a log-linear P(reading | words), fitted by conditional likelihood
+    }
+    for tag, kw in variants.items():
+        log(f"attachment model {tag}")
+        other = pamb.estimate_attachment_model(n_model, seed=model_seed, **kw)
+        for b in BUCKET_NAMES:
+            idx = [i for i, p in enumerate(pairs) if p.bucket == b]
+            c = pamb.ceiling([pairs_trees[i][1] for i in idx], other).as_dict()
+            out["by_bucket"][b][f"ceiling_{tag}"] = c["ceiling"]
+            out["by_bucket"][b][f"bayes_parser_f1_{tag}"] = c["bayes_parser_f1"]
+            out["by_bucket"][b][f"ceiling_majority_brackets_{tag}"] = c["ceiling_majority_brackets"]
+            out["by_bucket"][b][f"majority_brackets_f1_{tag}"] = c["majority_brackets_f1"]
+    out["configurations"] = {b: [[list(k), of, n, c] for k, of, n, c in amodel.table(b)[:8]] for b in BUCKET_NAMES}
+    out["model_sample"] = {"n_per_bucket": n_model, "seed": model_seed}
+    longest = max(len(p.tgt) for p in pairs)
+    for seed in seeds:
+        file = run_name(name, seed)
+        model, meta, _ = load_trained(file, prefer_live=False)
+        hyps, _, _ = translate(
+            model, [p.src for p in pairs], meta["src_vocab"], meta["tgt_vocab"], bs=250, max_len=longest + 20
+        )
+        shipped = results.read_result(file)["by_bucket"]
+        row = {}
+        for b in BUCKET_NAMES:
+            idx = [i for i, p in enumerate(pairs) if p.bucket == b]
+            std = bracket_f1([hyps[i] for i in idx], [pairs[i].tgt for i in idx]).as_dict()["f1"]
+            blind = pamb.blind_f1([hyps[i] for i in idx], [trees[i] for i in idx])["f1"]
+            row[b] = {"f1": std, "f1_blind": blind, "f1_shipped": shipped[b]["f1"]}
+        out["runs"][file] = row
+        log(f"  {file}: {row}")
+    out["assumes"] = (
+        "ceiling: the expected F1 of the parser that picks, per sentence, the reading (a tree of the grammar "
+        "with the same words) with the most expected matched spans; ceiling_majority_brackets: of the parser "
+        "that writes only the spans of probability > 1/2; ceiling_best: the higher of the two (best_parser_f1: "
+        "that parser's F1 on the test trees); P(reading | words) taken proportional to "
+        "the product over its PPs of P(host | kinds of the possible hosts, preposition is 'of', length bucket) "
+        "counted on generated sentences (*_with_context: also given the sentence's numbers of noun phrases and "
+        "clauses; *_loglinear: P(reading | words) log-linear in the same features, fitted by conditional "
+        "likelihood); bayes_parser_f1: that parser scored against the gold trees; "
+        "f1_blind: each prediction scored against its best-matching reading"
+    )
+    return out

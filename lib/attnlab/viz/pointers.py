@@ -5,7 +5,9 @@
 * :func:`plot_closing_offsets` -- where the attention of closing brackets peaks, relative to the last word
   of their span;
 * :func:`closing_gold` -- per target row of a linearised tree, the span's last word for closing brackets
-  (the ``gold`` dots of :func:`attnlab.viz.plots.plot_attention`).
+  (the ``gold`` dots of :func:`attnlab.viz.plots.plot_attention`);
+* :func:`ceiling_rows`, :func:`print_ceiling`, :func:`target_verdict` -- the F1 ceiling of the ambiguous
+  grammar against the parser's F1, from ``data/results/comparisons/lesson10_parse_ceiling.json``.
 """
 
 from __future__ import annotations
@@ -13,10 +15,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
+import numpy as np
 
 from attnlab.data.parsing import closing_brackets
 
-__all__ = ["plot_exact_by_length", "plot_closing_offsets", "closing_gold"]
+__all__ = [
+    "plot_exact_by_length",
+    "plot_closing_offsets",
+    "closing_gold",
+    "ceiling_rows",
+    "print_ceiling",
+    "target_verdict",
+]
 
 
 def plot_exact_by_length(curves: Mapping[str, Mapping], train_max: int, *, ax=None, title: str | None = None):
@@ -89,3 +99,68 @@ def closing_gold(tgt: Sequence[str]) -> list[list[int]]:
     for t, _, last in closing_brackets(tgt):
         gold[t] = [last]
     return gold
+
+
+def ceiling_rows(summary: Mapping) -> dict[str, dict]:
+    """Per length bucket of a ceiling summary: the ceiling figures and the runs' F1 as mean and sample sd.
+
+    Args:
+        summary: the comparison written by :func:`attnlab.training.parsing_experiments.ceiling_summary`.
+
+    Returns:
+        ``{bucket: {"ceiling", "parser_f1", "ambiguous_share", "f1", "f1_sd", "f1_blind", "f1_blind_sd",
+        "n"}}``: ``ceiling`` the summary's ``ceiling_best``, ``parser_f1`` its ``best_parser_f1`` (the
+        words-only parser behind the ceiling, on the test trees); ``*_sd`` None for one run.
+    """
+    runs = list(summary["runs"].values())
+    if not runs:
+        raise ValueError("summary holds no runs: nothing to compare with the ceiling")
+    out = {}
+    for b, c in summary["by_bucket"].items():
+        row = {"ceiling": c["ceiling_best"], "parser_f1": c["best_parser_f1"], "ambiguous_share": c["ambiguous_share"]}
+        for fig in ("f1", "f1_blind"):
+            v = np.array([r[b][fig] for r in runs], dtype=float)
+            row[fig] = float(v.mean())
+            row[fig + "_sd"] = float(v.std(ddof=1)) if len(v) > 1 else None
+        row["n"] = len(runs)
+        out[b] = row
+    return out
+
+
+def _pm(mean: float, sd: float | None) -> str:
+    return f"{mean:.3f}" + ("" if sd is None else f" ± {sd:.3f}")
+
+
+def print_ceiling(rows: Mapping[str, Mapping]) -> None:
+    """Print :func:`ceiling_rows` as a table: share of ambiguous sentences, ceiling, the parser's F1."""
+    n = next(iter(rows.values()))["n"]
+    print(
+        f"{'words':>6s} {'ambiguous':>10s} {'ceiling':>8s} {'words-only parser':>18s} "
+        f"{'F1 (' + str(n) + ' seeds)':>15s} {'attachment-blind F1':>20s}"
+    )
+    for b, r in rows.items():
+        print(
+            f"{b:>6s} {r['ambiguous_share']:>10.1%} {r['ceiling']:>8.3f} {r['parser_f1']:>18.3f} "
+            f"{_pm(r['f1'], r['f1_sd']):>15s} {_pm(r['f1_blind'], r['f1_blind_sd']):>20s}"
+        )
+
+
+def target_verdict(row: Mapping, target: float) -> str:
+    """The target's verdict on standard F1, and whether the ceiling lets any parser reach it.
+
+    Args:
+        row: one bucket of :func:`ceiling_rows`.
+        target: the target F1.
+    """
+    f1, ceil = row["f1"], row["ceiling"]
+    met = "met" if f1 >= target else "NOT met"
+    out = f"target F1 >= {target:.2f}: {met} on standard F1 ({f1:.3f}). "
+    if ceil < target:
+        gap = target - f1
+        share = (target - ceil) / gap if gap > 0 else 0.0
+        own = f"the model's own errors the other {ceil - f1:.3f}" if f1 < ceil else "the model is at the ceiling"
+        return out + (
+            f"It lies above the estimated ceiling {ceil:.3f}: by this estimate no parser reaches it on this grammar; "
+            f"the ceiling explains {share:.0%} of the gap {gap:.3f}, {own}."
+        )
+    return out + f"It lies below the estimated ceiling {ceil:.3f}: reachable; the gap is the model's own errors."
