@@ -82,7 +82,11 @@ def test_all_passed_exits_zero_and_a_stage_gets_its_environment(tmp_path):
 def test_pytest_selecting_no_test_is_a_failure_that_says_so(tmp_path):
     (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
     r = run_runner(
-        "--stage", "numeric", f"{PY} -m pytest -p no:cacheprovider -q -m no_such_marker test_x.py", cwd=tmp_path
+        "--stage",
+        "numeric",
+        # no plugin autoload: the installed plugins (playwright, nbval, xdist, ...) took most of this test's time
+        f"PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 {PY} -m pytest -p no:cacheprovider -q -m no_such_marker test_x.py",
+        cwd=tmp_path,
     )
     assert r.returncode == 1
     assert "stage numeric: failed in " in r.stdout
