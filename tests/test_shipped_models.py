@@ -126,9 +126,11 @@ def test_a_changed_model_fails_the_comparison(name, where):
 
 
 @pytest.mark.numeric
-@pytest.mark.parametrize("name", ["transformer", "pointer_gen"])
-def test_changed_translations_fail_the_comparison(name):
+# The factor is one that alters some greedy output of the fixture's sentences: the 1,000-step pointer-generator
+# is sure enough of its words (smallest top-2 margin 0.13) that 0.95 changed no output, 0.9 does.
+@pytest.mark.parametrize("name, factor", [("transformer", 0.95), ("pointer_gen", 0.9)])
+def test_changed_translations_fail_the_comparison(name, factor):
     """A change that alters greedy translations fails on the digest/BLEU, not only on the log-probabilities."""
     torch.set_num_threads(1)
-    problems = _problems(name, *_perturbed(name, 0, 0.95))  # the source embeddings
+    problems = _problems(name, *_perturbed(name, 0, factor))  # the source embeddings
     assert any("greedy translations changed" in p for p in problems), problems
