@@ -146,21 +146,26 @@ def print_ceiling(rows: Mapping[str, Mapping]) -> None:
 
 
 def target_verdict(row: Mapping, target: float) -> str:
-    """The target's verdict on standard F1, and whether the ceiling lets any parser reach it.
+    """Where the parser stands against ``target`` and against the estimated ceiling of the grammar.
+
+    A target the ceiling lets a parser reach gets its verdict on standard F1 (met / NOT met). A target above
+    the ceiling gets none -- by this estimate no parser can meet it -- and the text says so, with the F1
+    reached, how far below the ceiling it is, and how much of the gap to the target the ceiling explains.
 
     Args:
         row: one bucket of :func:`ceiling_rows`.
         target: the target F1.
     """
     f1, ceil = row["f1"], row["ceiling"]
-    met = "met" if f1 >= target else "NOT met"
-    out = f"target F1 >= {target:.2f}: {met} on standard F1 ({f1:.3f}). "
     if ceil < target:
         gap = target - f1
         share = (target - ceil) / gap if gap > 0 else 0.0
         own = f"the model's own errors the other {ceil - f1:.3f}" if f1 < ceil else "the model is at the ceiling"
-        return out + (
-            f"It lies above the estimated ceiling {ceil:.3f}: by this estimate no parser reaches it on this grammar; "
-            f"the ceiling explains {share:.0%} of the gap {gap:.3f}, {own}."
+        return (
+            f"F1 {f1:.3f} on standard F1; a target of {target:.2f} lies above the estimated ceiling {ceil:.3f}: "
+            f"by this estimate no parser reaches it on this grammar; the ceiling explains {share:.0%} of the gap "
+            f"{gap:.3f}, {own}."
         )
+    met = "met" if f1 >= target else "NOT met"
+    out = f"target F1 >= {target:.2f}: {met} on standard F1 ({f1:.3f}). "
     return out + f"It lies below the estimated ceiling {ceil:.3f}: reachable; the gap is the model's own errors."
