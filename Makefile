@@ -42,7 +42,9 @@ lab: setup
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --ip=127.0.0.1 --no-browser $(ROOT_FLAG)
 
 # Two workers (the course machine has 2 cores; every kernel and test uses one thread). nbval keeps
-# each notebook on one worker (--dist loadscope), so its cells run in order in one kernel.
+# each notebook on one worker (--dist loadscope), so its cells run in order in one kernel; the
+# lessons go out longest first (notebooks/conftest.py orders them; --no-loadscope-reorder keeps
+# xdist from sorting them by their number of cells instead).
 XDIST := -n 2
 # The test stages. `make test` runs every one of them through scripts/run_stages.py, also after a
 # failure, then prints one line per stage (passed/failed, seconds) and the total; the figures are kept
@@ -58,7 +60,7 @@ UNIT_CMD := $(VENV)/bin/pytest $(XDIST) --durations=15 tests
 NUMERIC_DEFAULT_CMD := ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2 $(VENV)/bin/pytest -m numeric $(NUMERIC_FILES)
 NUMERIC_AVX2_CMD := ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 $(VENV)/bin/pytest -m numeric $(NUMERIC_FILES)
 BROWSER_CMD := $(VENV)/bin/pytest tests/browser --durations=6
-NOTEBOOKS_CMD := $(VENV)/bin/pytest $(XDIST) --dist loadscope --durations=20 $(NBVAL) notebooks
+NOTEBOOKS_CMD := $(VENV)/bin/pytest $(XDIST) --dist loadscope --no-loadscope-reorder --durations=20 $(NBVAL) notebooks
 RUN_STAGES := $(PY) scripts/run_stages.py --json $(STAGE_TIMES)
 
 test: setup
