@@ -14,8 +14,10 @@ one. A stage of a group writes its output to `<log dir>/<name>.log`, printed who
 that two stages' lines never interleave. At the end one line per stage,
 `stage <name>: passed|failed in <seconds> s` (its own wall time; `, beside <names>` for a group), and a
 total line with the wall time of the whole run; the exit status is 1 when any stage failed (0 when all
-passed). The figures go to the --json file, which --report prints again later. Standard library only:
-it runs before anything is installed.
+passed). With --aim SECONDS, a last line compares the whole run's wall time with that aim (`aim: …
+met, … s to spare` or `NOT met, … s over`); only when every stage ran, and it never changes the exit
+status: a speed target is reported, not asserted. The figures go to the --json file, which --report
+prints again later. Standard library only: it runs before anything is installed.
 """
 
 from __future__ import annotations
@@ -65,7 +67,15 @@ def parse_args(argv=None):
         "--log-dir", default="build/stage_logs", help="where the stages of a --together group write their output"
     )
     p.add_argument("--report", metavar="PATH", help="print the stage times saved in PATH by an earlier run, and exit")
+    p.add_argument(
+        "--aim",
+        type=float,
+        metavar="SECONDS",
+        help="the wall time the whole run aims at: the summary says whether it was met (the exit status does not)",
+    )
     args = p.parse_args(argv)
+    if args.aim is not None and not args.aim > 0:
+        p.error(f"--aim: expected a number of seconds > 0, got {args.aim:g}")
     if args.report is None and not args.stage:
         p.error("give at least one --stage NAME COMMAND (or --report PATH)")
     names = [name for name, _ in args.stage]
@@ -124,6 +134,16 @@ def total_line(stages, seconds):
     if failed:
         text += f" ({', '.join(failed)})"
     return text + f" in {seconds:.1f} s"
+
+
+def aim_line(stages, seconds, aim):
+    """The line that compares the run's wall time with ``aim`` seconds; None when there is no aim or
+    some stage did not run or was interrupted (the aim is for the whole run)."""
+    if aim is None or any(s["status"] in ("not run", "interrupted") for s in stages):
+        return None
+    if seconds <= aim:
+        return f"aim: the whole run in {aim:g} s: met, {aim - seconds:.0f} s to spare"
+    return f"aim: the whole run in {aim:g} s: NOT met, {seconds - aim:.0f} s over"
 
 
 def banner(text):
@@ -219,10 +239,11 @@ def run_stages(stages, only=None, shell="/bin/bash", together=(), log_dir="build
     return results
 
 
-def write_json(path, results, total_seconds, load_before):
+def write_json(path, results, total_seconds, load_before, aim=None):
     data = {
         "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "total_seconds": round(total_seconds, 2),
+        "aim_seconds": aim,
         "host": {
             "python": platform.python_version(),
             "machine": platform.machine(),
@@ -268,6 +289,9 @@ def report(path):
         beside = f"  (beside {', '.join(s['beside'])})" if s.get("beside") else ""
         print(f"  {s['name']:<{width}}  {s['status']:<11}{seconds}{beside}")
     print(total_line(stages, data["total_seconds"]))
+    aim = aim_line(stages, data["total_seconds"], data.get("aim_seconds"))
+    if aim:
+        print(aim)
     return 0
 
 
@@ -283,8 +307,11 @@ def main(argv=None):
     for entry in results:
         print(summary_line(entry))
     print(total_line(results, total), flush=True)
+    aim = aim_line(results, total, args.aim)
+    if aim:
+        print(aim, flush=True)
     if args.json:
-        write_json(args.json, results, total, load_before)
+        write_json(args.json, results, total, load_before, args.aim)
     if any(e["status"] == "interrupted" for e in results):
         return 130
     return 1 if any(e["status"] == "failed" for e in results) else 0

@@ -180,3 +180,32 @@ def test_bad_groups_are_refused_with_a_clear_message(tmp_path, args, message):
     r = run_runner(*args, cwd=tmp_path)
     assert r.returncode == 2
     assert message in r.stderr
+
+
+def test_the_aim_line_says_met_or_not_met_and_never_changes_the_exit_status(tmp_path):
+    out = tmp_path / "times.json"
+    met = run_runner("--json", str(out), "--aim", "600", "--stage", "a", touch("a", 0), cwd=tmp_path)
+    assert met.returncode == 0, met.stdout + met.stderr
+    last = met.stdout.strip().splitlines()[-1]
+    assert last.startswith("aim: the whole run in 600 s: met, ") and last.endswith(" s to spare"), last
+    assert json.loads(out.read_text())["aim_seconds"] == 600
+    assert run_runner("--report", str(out), cwd=tmp_path).stdout.strip().splitlines()[-1] == last
+    # over the aim: said, but the run passed all the same
+    slow = run_runner("--aim", "0.2", "--stage", "slow", sleeper("slow", 0.5), cwd=tmp_path)
+    assert slow.returncode == 0, slow.stdout + slow.stderr
+    assert slow.stdout.strip().splitlines()[-1].startswith("aim: the whole run in 0.2 s: NOT met, ")
+    # the aim is for the whole run: no line when some stages did not run, nor without --aim
+    part = run_runner("--aim", "600", "--only", "a", "--stage", "a", touch("a", 0), "--stage", "b", touch("b", 0), cwd=tmp_path)
+    assert part.returncode == 0 and "aim:" not in part.stdout
+    assert "aim:" not in run_runner("--stage", "a", touch("a", 0), cwd=tmp_path).stdout
+
+
+@pytest.mark.parametrize("aim", ["0", "-5"])
+def test_an_aim_that_is_not_positive_is_refused(tmp_path, aim):
+    r = run_runner("--aim", aim, "--stage", "a", touch("a", 0), cwd=tmp_path)
+    assert r.returncode == 2 and "--aim: expected a number of seconds > 0" in r.stderr, r.stderr
+
+
+def test_make_test_reports_the_twelve_minute_aim():
+    makefile = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
+    assert "TEST_AIM_SECONDS := 720" in makefile and "$(RUN_STAGES) --aim $(TEST_AIM_SECONDS)" in makefile
