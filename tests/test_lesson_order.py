@@ -1,21 +1,13 @@
 """The order in which `make notebooks` hands the lessons to its two workers (notebooks/conftest.py)."""
 
-import importlib.util
 import re
 from pathlib import Path
 from types import SimpleNamespace
 
+from .modules import load_file
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _conftest():
-    spec = importlib.util.spec_from_file_location("notebooks_conftest", ROOT / "notebooks" / "conftest.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-NB = _conftest()
+NB = load_file("notebooks_conftest", ROOT / "notebooks" / "conftest.py")
 LESSONS = sorted(p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 

@@ -35,12 +35,13 @@ run the comparison of the main test on perturbed models (translation models and 
 scoring functions) and require it to fail.
 """
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 import torch
+
+from .modules import load_file
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = json.loads((ROOT / "tests" / "fixtures" / "shipped_models.json").read_text(encoding="utf-8"))
@@ -50,14 +51,7 @@ REGENERATE = (
 )
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location("make_shipped_fixture", ROOT / "scripts" / "make_shipped_fixture.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-FIX = _script()
+FIX = load_file("make_shipped_fixture", ROOT / "scripts" / "make_shipped_fixture.py")
 SENTENCES = {
     pair: [(s["src"].split(" "), s["ref"].split(" ")) for s in sents] for pair, sents in FIXTURE["sentences"].items()
 }

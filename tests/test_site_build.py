@@ -3,10 +3,8 @@ configuration that never points a page at a CDN (tests/browser/test_site.py buil
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import runpy
-import sys
 import tarfile
 from pathlib import Path
 
@@ -14,16 +12,14 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
+from .modules import load_file
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def build_site():
-    spec = importlib.util.spec_from_file_location("build_site", ROOT / "scripts" / "build_site.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["build_site"] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_file("build_site", ROOT / "scripts" / "build_site.py", register=True)
 
 
 def _widget_output():

@@ -21,6 +21,7 @@ from .conftest import SKIP_REASON
 if SKIP_REASON:
     pytest.skip(SKIP_REASON, allow_module_level=True)
 
+from ..modules import load_file  # noqa: E402
 from .lab import REPO  # noqa: E402
 
 pytestmark = [
@@ -33,13 +34,7 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     """``scripts/build_site.py`` into a scratch folder (npm tarballs cached in build/npm), served on 127.0.0.1."""
-    import importlib.util
-    import sys
-
-    spec = importlib.util.spec_from_file_location("build_site", REPO / "scripts" / "build_site.py")
-    build_site = importlib.util.module_from_spec(spec)
-    sys.modules["build_site"] = build_site  # its dataclasses look their module up there
-    spec.loader.exec_module(build_site)
+    build_site = load_file("build_site", REPO / "scripts" / "build_site.py", register=True)
     cached = all((REPO / "build" / "npm" / a.tarball).exists() for a in build_site.NPM_ASSETS)
     if not cached and shutil.which("npm") is None:
         pytest.skip("SITE TEST SKIPPED: make site needs npm (apt-get install -y npm) to fetch MathJax and the widget manager")
