@@ -176,11 +176,6 @@ def fixture_checkpoints() -> list[str]:
     ]
 
 
-def translation_checkpoints() -> list[str]:
-    """Names of the shipped translation models, sorted."""
-    return [n for n in fixture_checkpoints() if checkpoint_set(n) in ("fr", "ko")]
-
-
 def checkpoint_set(name: str) -> str | None:
     """The sentence set of shipped checkpoint ``name`` (:func:`sentence_set`)."""
     return sentence_set(json.loads((CHECKPOINTS / f"{name}.json").read_text()))
@@ -189,11 +184,6 @@ def checkpoint_set(name: str) -> str | None:
 def entry_set(entry: dict) -> str:
     """The sentence set of a fixture entry: its ``set`` (lesson 10's) or its ``pair`` (a translation model's)."""
     return entry.get("set", entry.get("pair"))
-
-
-def checkpoint_pair(name: str) -> str:
-    """The language pair shipped checkpoint ``name`` was trained on."""
-    return json.loads((CHECKPOINTS / f"{name}.json").read_text()).get("pair", "fr")
 
 
 def outputs_digest(hyps: list[list[str]]) -> str:

@@ -245,9 +245,10 @@ def ceiling_summary(
     amodel = pamb.estimate_attachment_model(n_model, seed=model_seed)
     trees = [[r.tree for r in pamb.readings(s)] for _, s in pairs_trees]
     out: dict = {"by_bucket": {}, "runs": {}, "target": CEILING_TARGET, "test_sentences": len(pairs)}
+    in_bucket = {b: [i for i, p in enumerate(pairs) if p.bucket == b] for b in BUCKET_NAMES}  # test indices
+    sentences = {b: [pairs_trees[i][1] for i in idx] for b, idx in in_bucket.items()}
     for b in BUCKET_NAMES:
-        idx = [i for i, p in enumerate(pairs) if p.bucket == b]
-        c = pamb.ceiling([pairs_trees[i][1] for i in idx], amodel).as_dict()
+        c = pamb.ceiling(sentences[b], amodel).as_dict()
         # the better of the two parsers (a tree of the grammar, or the majority brackets) by expected F1
         tree = c["ceiling"] >= c["ceiling_majority_brackets"]
         c["ceiling_best"] = c["ceiling"] if tree else c["ceiling_majority_brackets"]
@@ -263,8 +264,7 @@ def ceiling_summary(
         log(f"attachment model {tag}")
         other = pamb.estimate_attachment_model(n_model, seed=model_seed, **kw)
         for b in BUCKET_NAMES:
-            idx = [i for i, p in enumerate(pairs) if p.bucket == b]
-            c = pamb.ceiling([pairs_trees[i][1] for i in idx], other).as_dict()
+            c = pamb.ceiling(sentences[b], other).as_dict()
             out["by_bucket"][b][f"ceiling_{tag}"] = c["ceiling"]
             out["by_bucket"][b][f"bayes_parser_f1_{tag}"] = c["bayes_parser_f1"]
             out["by_bucket"][b][f"ceiling_majority_brackets_{tag}"] = c["ceiling_majority_brackets"]
@@ -280,8 +280,7 @@ def ceiling_summary(
         )
         shipped = results.read_result(file)["by_bucket"]
         row = {}
-        for b in BUCKET_NAMES:
-            idx = [i for i, p in enumerate(pairs) if p.bucket == b]
+        for b, idx in in_bucket.items():
             std = bracket_f1([hyps[i] for i in idx], [pairs[i].tgt for i in idx]).as_dict()["f1"]
             blind = pamb.blind_f1([hyps[i] for i in idx], [trees[i] for i in idx])["f1"]
             row[b] = {"f1": std, "f1_blind": blind, "f1_shipped": shipped[b]["f1"]}
